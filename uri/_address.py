@@ -1,0 +1,78 @@
+"""One broker address (a member of a failover URI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["DEFAULT_PORTS", "SCHEMES", "BrokerAddress", "Protocol"]
+
+Protocol = Literal["stomp", "amqp", "openwire"]
+
+# scheme -> (wire protocol, TLS?)
+SCHEMES: dict[str, tuple[Protocol, bool]] = {
+    "tcp": ("openwire", False),
+    "nio": ("openwire", False),
+    "ssl": ("openwire", True),
+    "nio+ssl": ("openwire", True),
+    "stomp": ("stomp", False),
+    "stomp+nio": ("stomp", False),
+    "stomp+ssl": ("stomp", True),
+    "stomp+nio+ssl": ("stomp", True),
+    "amqp": ("amqp", False),
+    "amqps": ("amqp", True),
+    "amqp+ssl": ("amqp", True),
+    "amqp+nio": ("amqp", False),
+}
+
+DEFAULT_PORTS: dict[Protocol, tuple[int, int]] = {
+    # protocol -> (plain port, TLS port), the brokers' shipped defaults
+    "openwire": (61616, 61617),
+    "stomp": (61613, 61612),
+    "amqp": (5672, 5671),
+}
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    """A broker member: scheme, host, port, optional credentials and the member's own options.
+
+    ``host`` holds IPv6 literals without brackets. The password never appears in ``str()`` or
+    ``repr()``. ``params`` are the member's own query options after ``nested.*`` / shared defaults
+    were applied, as (name, value) pairs in a stable order.
+    """
+
+    scheme: str
+    host: str
+    port: int
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def protocol(self) -> Protocol:
+        return SCHEMES[self.scheme][0]
+
+    @property
+    def tls(self) -> bool:
+        return SCHEMES[self.scheme][1]
+
+    @property
+    def key(self) -> str:
+        """``host:port`` identity used by the pool, priority lists and pushed updates."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        for k, v in self.params:
+            if k == name:
+                return v
+        return default
+
+    def __str__(self) -> str:
+        """The member as a URI, password redacted."""
+        userinfo = ""
+        if self.user is not None:
+            userinfo = self.user + (":***" if self.password is not None else "") + "@"
+        query = "&".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.scheme}://{userinfo}{self.key}" + (f"?{query}" if query else "")

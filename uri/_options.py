@@ -1,0 +1,160 @@
+"""The canonical options object every URI dialect maps onto.
+
+ActiveMQ Classic, Artemis and Qpid JMS spell the same ideas differently and give them different
+defaults and meanings (a Classic "attempt" is a pass over the whole list; an Artemis
+``reconnectAttempts`` counts single tries of one broker). The parser translates each spelling into
+this one value, so the engine reads one vocabulary. Times are seconds (floats); "unlimited" is -1.
+
+The value is frozen and validated on construction; copy it with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from failover_client._errors import OptionError
+
+__all__ = ["AttemptUnit", "FailoverOptions", "ServerListAction"]
+
+AttemptUnit = Literal["pass", "broker"]
+"""What one reconnect attempt counts: a pass over the broker list, or one try of one broker."""
+
+ServerListAction = Literal["replace", "add", "ignore"]
+"""How a broker-pushed server list merges into the known brokers (seeds are never removed)."""
+
+
+def _positive_or_unlimited(name: str, value: int) -> None:
+    if value < -1:
+        raise OptionError(f"{name} must be -1 (unlimited) or >= 0, got {value}", option=name)
+
+
+def _non_negative(name: str, value: float) -> None:
+    if value < 0:
+        raise OptionError(f"{name} must be >= 0, got {value}", option=name)
+
+
+@dataclass(frozen=True)
+class FailoverOptions:
+    """Every behaviour knob of a failover connection, in one vocabulary.
+
+    ``sources`` maps a canonical field name to the spelling the user wrote (e.g.
+    ``"max_reconnect_attempts": "reconnectAttempts"``) so errors and ``explain`` output can speak
+    the user's language. Fields not in ``sources`` hold the dialect's default.
+    """
+
+    # --- which broker to try, in which order -------------------------------------------------
+    randomize: bool = True
+    policy: str = ""
+    """Registered policy name; empty means derived from ``randomize`` (shuffle / first-element)."""
+    priority_backup: bool = False
+    priority_uris: tuple[str, ...] = ()
+    """``host:port`` keys of the preferred brokers; empty with priority_backup means the first."""
+    client_id: str | None = None
+    """Stable id used by the rendezvous-hash policy; None means a random id per connection."""
+
+    # --- reconnect schedule --------------------------------------------------------------------
+    initial_reconnect_delay: float = 0.01
+    reconnect_delay: float = 0.01
+    max_reconnect_delay: float = 30.0
+    use_exponential_backoff: bool = True
+    backoff_multiplier: float = 2.0
+    reconnect_jitter: float = 0.0
+    """Fraction (0..1) of each delay randomised, so many clients do not reconnect in lock-step."""
+    max_reconnect_attempts: int = -1
+    startup_max_reconnect_attempts: int = -1
+    attempt_unit: AttemptUnit = "pass"
+    warn_after_reconnect_attempts: int = 10
+    reconnect_supported: bool = True
+
+    # --- connection health ---------------------------------------------------------------------
+    connect_timeout: float = 2.0
+    """Deadline for TCP connect plus protocol handshake (STOMP CONNECTED / AMQP open)."""
+    heartbeat: tuple[int, int] = (10_000, 10_000)
+    """STOMP/AMQP heart-beat (send, receive) in milliseconds; 0 disables that direction."""
+
+    # --- sends ---------------------------------------------------------------------------------
+    timeout: float | None = None
+    """How long a send may block while disconnected or unconfirmed; None blocks forever."""
+    confirm_window: int = 1024
+    """Outstanding unconfirmed sends per connection before ``send`` waits."""
+    track_messages: bool = False
+    max_cache_size: int = 131_072
+    """Bytes of unconfirmed message bodies kept for replay after failover."""
+
+    # --- standby connections -------------------------------------------------------------------
+    backup: bool = False
+    backup_pool_size: int = 1
+
+    # --- topology ------------------------------------------------------------------------------
+    update_uris_supported: bool = True
+    update_uris_url: str | None = None
+    rebalance_update_uris: bool = True
+    server_list_action: ServerListAction = "replace"
+    use_topology_for_load_balancing: bool = True
+    ha: bool = False
+
+    # --- TLS (verification on by default) ------------------------------------------------------
+    tls_verify: bool = True
+    tls_verify_hostname: bool = True
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+
+    # --- provenance ----------------------------------------------------------------------------
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """(canonical field, source spelling) pairs; excluded from equality."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_reconnect_attempts", "startup_max_reconnect_attempts"):
+            _positive_or_unlimited(name, getattr(self, name))
+        for name in (
+            "initial_reconnect_delay",
+            "reconnect_delay",
+            "max_reconnect_delay",
+            "connect_timeout",
+        ):
+            _non_negative(name, getattr(self, name))
+        if self.backoff_multiplier < 1.0:
+            raise OptionError(
+                f"backoff_multiplier must be >= 1.0, got {self.backoff_multiplier}",
+                option="backoff_multiplier",
+            )
+        if not 0.0 <= self.reconnect_jitter <= 1.0:
+            raise OptionError(
+                f"reconnect_jitter must be between 0 and 1, got {self.reconnect_jitter}",
+                option="reconnect_jitter",
+            )
+        if self.timeout is not None:
+            _non_negative("timeout", self.timeout)
+        if self.confirm_window < 1:
+            raise OptionError("confirm_window must be >= 1", option="confirm_window")
+        if self.backup_pool_size < 0:
+            raise OptionError("backup_pool_size must be >= 0", option="backup_pool_size")
+        if self.max_cache_size < 0:
+            raise OptionError("max_cache_size must be >= 0", option="max_cache_size")
+        if any(h < 0 for h in self.heartbeat) or len(self.heartbeat) != 2:
+            raise OptionError(
+                "heartbeat must be two non-negative millisecond values", option="heartbeat"
+            )
+        if self.attempt_unit not in ("pass", "broker"):
+            raise OptionError(
+                f"attempt_unit must be 'pass' or 'broker', got {self.attempt_unit!r}",
+                option="attempt_unit",
+            )
+        if self.server_list_action not in ("replace", "add", "ignore"):
+            raise OptionError(
+                f"server_list_action must be replace, add or ignore, got "
+                f"{self.server_list_action!r}",
+                option="server_list_action",
+            )
+
+    def source_of(self, name: str) -> str | None:
+        """The spelling the user wrote for canonical field ``name``, or None if defaulted."""
+        return dict(self.sources).get(name)
+
+    def replace(self, **changes: object) -> FailoverOptions:
+        """A validated copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
