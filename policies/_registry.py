@@ -1,0 +1,289 @@
+"""Policy names: built-ins, aliases, code-registered and entry-point policies.
+
+A URI (or an option) can name a policy only through this registry, never through an import path,
+so a connection string cannot make the library import arbitrary code. Third-party packages add
+policies through the ``failover_client.policies`` entry-point group; its names are listed (without
+importing anything) the first time a name is looked up that is not built in or registered, and an
+entry point is imported only when its policy is created.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import random
+import re
+import threading
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from failover_client._errors import ConfigurationError, PolicyError
+
+from ._base import BrokerPolicy
+from ._ordered import FirstElementPolicy, RoundRobinPolicy
+from ._random import RandomPolicy, RandomStickyPolicy, ShufflePolicy
+from ._rendezvous import RendezvousPolicy
+
+if TYPE_CHECKING:
+    from failover_client.uri import FailoverOptions
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "POLICY_ALIASES",
+    "PolicyFactory",
+    "PolicyLoadError",
+    "canonical_policy_name",
+    "create_policy",
+    "policy_for_options",
+    "register_policy",
+    "registered_policies",
+    "unregister_policy",
+]
+
+ENTRY_POINT_GROUP = "failover_client.policies"
+
+
+class PolicyFactory(Protocol):
+    """Builds a policy; receives the connection's generator and stable client id.
+
+    Both arguments are passed by keyword to every factory, so a factory that needs neither still
+    accepts them. The object returned must have ``name``, ``plan()`` and ``first()``; subclassing
+    :class:`~failover_client.policies.BrokerPolicy` provides ``first()``.
+    """
+
+    def __call__(self, *, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+        """Return a new policy object (one per connection; policies hold per-connection state)."""
+        ...
+
+
+class PolicyLoadError(PolicyError):
+    """A policy name is known but its code is broken: an entry point that does not import, or a
+    factory that does not build a policy. ``source`` says where the code came from."""
+
+    def __init__(self, name: str, source: str, problem: str, known: list[str]) -> None:
+        self.name = name
+        self.known = tuple(sorted(known))
+        self.source = source
+        # PolicyError's own message says "unknown policy", which would mislead here: the name is
+        # known, its code is broken. Skip to the base initialiser with the precise message.
+        ConfigurationError.__init__(
+            self, f"broker-selection policy {name!r} from {source} could not be used: {problem}"
+        )
+
+
+def _entry_point_source(entry_point: importlib.metadata.EntryPoint) -> str:
+    return f"entry point {entry_point.value!r} (group {ENTRY_POINT_GROUP!r})"
+
+
+def _round_robin(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return RoundRobinPolicy(rng=rng)
+
+
+def _random(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return RandomPolicy(rng=rng)
+
+
+def _random_sticky(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return RandomStickyPolicy(rng=rng)
+
+
+def _first_element(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return FirstElementPolicy()
+
+
+def _shuffle(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return ShufflePolicy(rng=rng)
+
+
+def _rendezvous(*, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
+    return RendezvousPolicy(client_id=client_id, rng=rng)
+
+
+_BUILTINS: Mapping[str, PolicyFactory] = MappingProxyType(
+    {
+        "first-element": _first_element,
+        "random": _random,
+        "random-sticky": _random_sticky,
+        "rendezvous": _rendezvous,
+        "round-robin": _round_robin,
+        "shuffle": _shuffle,
+    }
+)
+
+_ARTEMIS_PACKAGE = "org.apache.activemq.artemis.api.core.client.loadbalance."
+_ARTEMIS_CLASSES = {
+    "RoundRobinConnectionLoadBalancingPolicy": "round-robin",
+    "RandomConnectionLoadBalancingPolicy": "random",
+    "RandomStickyConnectionLoadBalancingPolicy": "random-sticky",
+    "FirstElementConnectionLoadBalancingPolicy": "first-element",
+}
+
+POLICY_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        **{_ARTEMIS_PACKAGE + cls: name for cls, name in _ARTEMIS_CLASSES.items()},
+        # Artemis wants the full class name; the bare one is accepted because people write it.
+        **_ARTEMIS_CLASSES,
+    }
+)
+"""Alternative spellings (Artemis load-balancing class names) -> canonical policy name."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+_lock = threading.Lock()
+_registered: dict[str, PolicyFactory] = {}
+_entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
+_loaded: dict[str, PolicyFactory] = {}
+
+
+def _discover_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """Entry points of the policy group by name; reads package metadata, imports nothing."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _plugins_locked() -> dict[str, importlib.metadata.EntryPoint]:
+    global _entry_points  # noqa: PLW0603  # one lazily filled, process-wide cache
+    if _entry_points is None:
+        _entry_points = _discover_entry_points()
+    return _entry_points
+
+
+def _known_locked(*, with_plugins: bool) -> list[str]:
+    names = set(_BUILTINS) | set(_registered)
+    if with_plugins:
+        names |= set(_plugins_locked())
+    return sorted(names)
+
+
+def registered_policies() -> list[str]:
+    """Every policy name a URI may use, sorted: built-in, registered and entry-point names."""
+    with _lock:
+        return _known_locked(with_plugins=True)
+
+
+def canonical_policy_name(name: str) -> str:
+    """Resolve an alias (Artemis class name) to its policy name; PolicyError if unknown."""
+    canonical = POLICY_ALIASES.get(name, name)
+    with _lock:
+        if canonical in _BUILTINS or canonical in _registered:
+            return canonical
+        if canonical in _plugins_locked():
+            return canonical
+        raise PolicyError(name, _known_locked(with_plugins=True))
+
+
+def register_policy(name: str, factory: PolicyFactory, *, replace: bool = False) -> None:
+    """Make ``factory`` available as policy ``name`` (for code that cannot ship an entry point).
+
+    Built-in names and aliases cannot be replaced; another registered name can with
+    ``replace=True``. Raises :class:`ConfigurationError` for a bad or taken name.
+    """
+    if not _NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"policy name {name!r} must start with a letter or digit and contain only "
+            "letters, digits, '.', '_' and '-'"
+        )
+    if name in _BUILTINS or name in POLICY_ALIASES:
+        raise ConfigurationError(f"policy name {name!r} is built in and cannot be replaced")
+    if not callable(factory):
+        raise ConfigurationError(f"policy factory for {name!r} is not callable: {factory!r}")
+    with _lock:
+        if name in _registered and not replace:
+            raise ConfigurationError(
+                f"policy {name!r} is already registered; pass replace=True to replace it"
+            )
+        _registered[name] = factory
+
+
+def unregister_policy(name: str) -> None:
+    """Remove a policy added with :func:`register_policy`; PolicyError if it is not one."""
+    with _lock:
+        if _registered.pop(name, None) is None:
+            raise PolicyError(name, sorted(_registered))
+
+
+def _factory_for(name: str) -> PolicyFactory:
+    canonical = POLICY_ALIASES.get(name, name)
+    with _lock:
+        factory = _BUILTINS.get(canonical) or _registered.get(canonical) or _loaded.get(canonical)
+        if factory is not None:
+            return factory
+        entry_point = _plugins_locked().get(canonical)
+        if entry_point is None:
+            raise PolicyError(name, _known_locked(with_plugins=True))
+        known = _known_locked(with_plugins=True)
+    # Import outside the lock: a plugin's import may itself look policies up.
+    try:
+        loaded = entry_point.load()
+    except Exception as err:
+        raise PolicyLoadError(
+            canonical, _entry_point_source(entry_point), f"{type(err).__name__}: {err}", known
+        ) from err
+    if not callable(loaded):
+        raise PolicyLoadError(
+            canonical,
+            _entry_point_source(entry_point),
+            f"{loaded!r} is not a callable factory",
+            known,
+        )
+    with _lock:
+        return _loaded.setdefault(canonical, loaded)
+
+
+def create_policy(
+    name: str, *, rng: random.Random | None = None, client_id: str | None = None
+) -> BrokerPolicy[Any]:
+    """Build a new policy object by name or alias.
+
+    ``rng`` drives every random choice the policy makes (a fresh unseeded generator when None);
+    ``client_id`` is the stable id the ``rendezvous`` policy hashes (random when None). Raises
+    :class:`PolicyError` naming the registered policies for an unknown name, and
+    :class:`PolicyLoadError` when a third-party entry point is broken.
+    """
+    factory = _factory_for(name)
+    policy = factory(rng=rng if rng is not None else random.Random(), client_id=client_id)
+    missing = [
+        member
+        for member, present in (
+            ("plan()", callable(getattr(policy, "plan", None))),
+            ("first()", callable(getattr(policy, "first", None))),
+            ("name", isinstance(getattr(policy, "name", None), str)),
+        )
+        if not present
+    ]
+    if missing:
+        # Caught here, at configuration time, rather than as an AttributeError inside the
+        # reconnect loop. Subclassing BrokerPolicy supplies first().
+        raise PolicyLoadError(
+            POLICY_ALIASES.get(name, name),
+            f"factory {getattr(factory, '__qualname__', repr(factory))}",
+            f"it returned {policy!r}, which lacks {', '.join(missing)} "
+            "(subclass failover_client.policies.BrokerPolicy)",
+            registered_policies(),
+        )
+    return policy
+
+
+def policy_for_options(
+    options: FailoverOptions, *, rng: random.Random | None = None, client_id: str | None = None
+) -> BrokerPolicy[Any]:
+    """The policy a connection with ``options`` uses.
+
+    A non-empty ``options.policy`` wins; otherwise ``randomize`` decides the way ActiveMQ Classic
+    does: true shuffles the list before every pass (``shuffle``), false keeps it
+    (``first-element``). ``client_id`` falls back to ``options.client_id``.
+    """
+    name = options.policy or ("shuffle" if options.randomize else "first-element")
+    return create_policy(
+        name, rng=rng, client_id=client_id if client_id is not None else options.client_id
+    )
+
+
+def _reset_for_tests(
+    entry_points: Mapping[str, importlib.metadata.EntryPoint] | None = None,
+) -> None:
+    """Forget registrations and loaded plugins; optionally pin the entry points (tests only)."""
+    global _entry_points  # noqa: PLW0603  # see _plugins_locked
+    with _lock:
+        _registered.clear()
+        _loaded.clear()
+        _entry_points = dict(entry_points) if entry_points is not None else None
