@@ -1,0 +1,186 @@
+"""Headers of the frames the adapter sends, and MESSAGE frames turned into :class:`Received`.
+
+Pure: dictionaries in, dictionaries out. stomp.py escapes header *values* of STOMP 1.1+ frames
+(except CONNECT, which the protocol leaves unescaped) but writes header *names* as given, so
+names and CONNECT values are checked here: a colon, line break or NUL in them would split or
+end the frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from failover_client._adapter import Received, SubscriptionSpec
+from failover_client._errors import ConfigurationError, ProtocolViolation
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "ack_headers",
+    "check_handshake_bytes",
+    "connect_headers",
+    "received_from_frame",
+    "send_headers",
+    "subscribe_headers",
+    "unsubscribe_headers",
+]
+
+SUPPORTED_VERSIONS = ("1.1", "1.2")
+"""STOMP 1.0 has no heart-beats and no NACK: a broker that only speaks it is refused."""
+
+_FRAME_BREAKERS = (":", "\n", "\r", "\0")
+
+
+def _check_name(name: str, where: str) -> None:
+    if not name or any(c in name for c in _FRAME_BREAKERS):
+        raise ConfigurationError(
+            f"{where} header name {name!r} is empty or contains ':', a line break or NUL"
+        )
+
+
+def _check_value(name: str, value: str, where: str, *, escaped: bool, secret: bool = False) -> None:
+    # Escaped values (every frame but CONNECT) may hold line breaks; a NUL would still end
+    # the frame because stomp.py does not escape it.
+    breakers = ("\0",) if escaped else ("\n", "\r", "\0")
+    if any(c in value for c in breakers):
+        shown = "the value" if secret else repr(value)
+        what = "NUL" if escaped else "a line break or NUL"
+        raise ConfigurationError(f"{where} header {name!r}: {shown} contains {what}")
+
+
+def connect_headers(
+    *,
+    host: str,
+    login: str | None,
+    passcode: str | None,
+    heart_beat: str,
+    client_id: str | None = None,
+) -> dict[str, str]:
+    """Headers of the CONNECT frame (values are not escaped on CONNECT, so they are checked)."""
+    headers = {"accept-version": ",".join(SUPPORTED_VERSIONS), "host": host}
+    if heart_beat != "0,0":
+        headers["heart-beat"] = heart_beat
+    if login is not None:
+        headers["login"] = login
+    if passcode is not None:
+        headers["passcode"] = passcode
+    if client_id is not None:
+        headers["client-id"] = client_id
+    for name, value in headers.items():
+        _check_value(name, value, "CONNECT", escaped=False, secret=name == "passcode")
+    return headers
+
+
+def _merge_user_headers(base: dict[str, str], extra: Mapping[str, str], where: str) -> None:
+    for name, value in extra.items():
+        _check_name(name, where)
+        _check_value(name, value, where, escaped=True)
+        base[name] = value
+
+
+def send_headers(
+    destination: str, headers: Mapping[str, str], receipt: str | None, *, body_length: int
+) -> dict[str, str]:
+    """Headers of a SEND: persistent unless the caller says otherwise; our receipt wins.
+
+    ``content-length`` is always the real body length (a body may hold NUL bytes; a caller's
+    own value could lie), and left out for an empty body, as stomp.py does.
+    """
+    result = {"persistent": "true"}
+    _merge_user_headers(result, headers, "SEND")
+    result.pop("content-length", None)
+    if body_length:
+        result["content-length"] = str(body_length)
+    result["destination"] = destination
+    if receipt is not None:
+        result["receipt"] = receipt
+    else:
+        result.pop("receipt", None)
+    return result
+
+
+def subscribe_headers(spec: SubscriptionSpec, client_id: str | None) -> dict[str, str]:
+    """Headers of a SUBSCRIBE, including the durable-subscription headers each broker wants.
+
+    A durable subscription needs a stable client id on ActiveMQ (``client-id`` on CONNECT
+    plus ``activemq.subscriptionName``); without one ActiveMQ would invent a new id per
+    connection and silently start a fresh subscription after every failover.
+    """
+    headers = {"destination": spec.destination, "id": spec.id, "ack": spec.ack}
+    if spec.durable_name is not None:
+        if not client_id:
+            raise ConfigurationError(
+                f"durable subscription {spec.durable_name!r} needs a client id: pass client_id="
+                "to StompConnector (the broker keys durable subscriptions by client id and name)"
+            )
+        headers["activemq.subscriptionName"] = spec.durable_name  # ActiveMQ Classic
+        headers["durable-subscription-name"] = spec.durable_name  # Artemis
+        headers["durable"] = "true"  # RabbitMQ (with auto-delete:false)
+        headers["auto-delete"] = "false"
+    _merge_user_headers(headers, dict(spec.headers), "SUBSCRIBE")
+    headers["id"] = spec.id
+    return headers
+
+
+def unsubscribe_headers(subscription_id: str) -> dict[str, str]:
+    """Headers of an UNSUBSCRIBE (a durable subscription stays on the broker, inactive)."""
+    return {"id": subscription_id}
+
+
+def ack_headers(version: str, message: Received) -> dict[str, str]:
+    """Headers of an ACK / NACK: STOMP 1.2 ``id``; 1.1 ``message-id`` and ``subscription``."""
+    if message.ack_id is None:
+        raise ConfigurationError(
+            f"message {message.message_id!r} on subscription {message.subscription_id!r} has no "
+            "ack id (it was delivered on an auto-ack subscription)"
+        )
+    if version == "1.2":
+        return {"id": message.ack_id}
+    return {"message-id": message.ack_id, "subscription": message.subscription_id}
+
+
+_HANDSHAKE_REPLIES = (b"CONNECTED", b"ERROR")
+
+
+def check_handshake_bytes(prefix: bytes) -> bool | None:
+    """Whether the first bytes a broker sent after CONNECT can start a STOMP reply.
+
+    True: they start CONNECTED or ERROR; False: they cannot (an HTTP or AMQP server, a TLS
+    port spoken to in clear text, junk); None: too few bytes to tell yet.
+    """
+    data = prefix.lstrip(b"\r\n")
+    line, newline, _ = data.partition(b"\n")
+    line = line.removesuffix(b"\r")
+    if newline:
+        return line in _HANDSHAKE_REPLIES
+    if any(reply.startswith(line) for reply in _HANDSHAKE_REPLIES):
+        return None
+    return False
+
+
+def received_from_frame(
+    headers: Mapping[str, str], body: bytes | str | None, version: str
+) -> Received:
+    """A MESSAGE frame's headers and body as the manager sees it.
+
+    Raises :class:`ProtocolViolation` when the frame lacks the headers STOMP requires.
+    """
+    missing = [h for h in ("destination", "message-id", "subscription") if h not in headers]
+    if missing:
+        raise ProtocolViolation(f"MESSAGE frame without the {', '.join(missing)} header(s)")
+    if body is None:
+        data = b""
+    elif isinstance(body, str):
+        data = body.encode("utf-8")
+    else:
+        data = bytes(body)
+    message_id = headers["message-id"]
+    ack_id = headers.get("ack") if version == "1.2" else message_id
+    return Received(
+        subscription_id=headers["subscription"],
+        destination=headers["destination"],
+        body=data,
+        headers=dict(headers),
+        message_id=message_id,
+        ack_id=ack_id,
+        redelivered=headers.get("redelivered", "false").strip().lower() == "true",
+    )

@@ -1,0 +1,202 @@
+"""A stomp.py transport bound to one broker, with a deadline and the client's own TLS context.
+
+stomp.py's ``Transport`` walks a host list with its own retries and sleeps, sorts localhost
+first, builds a TLS context from file names per attempt, and has no deadline over the TLS
+handshake. This subclass replaces only ``attempt_connection`` (one TCP connect to one address,
+then the TLS handshake with the caller's ``ssl.SSLContext``, both bounded by the remaining
+time) and keeps stomp.py's framing and I/O loop. It relies on the attributes stomp.py 8 and 9
+use for that loop (``socket``, ``blocking``, ``send_queue``, ``sel``, ``running``,
+``current_host_and_port``).
+
+Two more hooks:
+
+* ``receive`` reports every chunk read (the heart-beat watchdog counts any byte as life) and
+  turns end-of-file on a TLS socket into the end of the I/O loop: stomp.py treats an empty TLS
+  read as "no data yet" and would spin on a closed connection.
+* ``process_frame`` reports frames whose command STOMP does not define.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from stomp import utils as stomp_utils
+from stomp.transport import Transport
+
+from failover_client._clock import Clock
+
+__all__ = ["BoundTransport"]
+
+_RECV_BYTES = 16384
+
+_SERVER_FRAMES = frozenset({"connected", "message", "receipt", "error", "heartbeat"})
+
+
+class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type hints
+    """A stomp.py transport for exactly one broker address."""
+
+    # Attributes of stomp.py's Transport that this class reads and sets.
+    socket: Any
+    sel: selectors.BaseSelector | None
+    send_queue: Any
+    blocking: bool
+    running: bool
+    io_thread: Any
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        deadline: float,
+        clock: Clock,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        on_bytes: Callable[[bytes], None],
+        on_bad_frame: Callable[[str], None],
+    ) -> None:
+        super().__init__(
+            host_and_ports=[(host, port)],
+            prefer_localhost=False,
+            try_loopback_connect=False,
+            reconnect_attempts_max=1,
+            reconnect_sleep_initial=0.0,
+            reconnect_sleep_increase=0.0,
+            reconnect_sleep_jitter=0.0,
+            reconnect_sleep_max=0.0,
+            auto_decode=False,
+        )
+        self._address = (host, port)
+        self._deadline = deadline
+        self._clock = clock
+        self._ssl_context = ssl_context
+        self._server_hostname = server_hostname
+        self._on_bytes = on_bytes
+        self._on_bad_frame = on_bad_frame
+        self.stage = "TCP connect"
+        """What ``attempt_connection`` was doing (for error messages)."""
+
+    def _remaining(self) -> float:
+        remaining = self._deadline - self._clock.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("connect deadline passed")
+        return remaining
+
+    def attempt_connection(self) -> None:
+        """One TCP connect (and TLS handshake) to the one address, within the deadline."""
+        self.connection_error = False
+        sock: socket.socket = socket.create_connection(self._address, timeout=self._remaining())
+        try:
+            if self._ssl_context is not None:
+                self.stage = "TLS handshake"
+                sock.settimeout(self._remaining())
+                sock = self._ssl_context.wrap_socket(sock, server_hostname=self._server_hostname)
+                # A TLS socket cannot be read and written from two threads at once: like
+                # stomp.py, hand writes to the I/O thread through its pollable queue.
+                self.send_queue = stomp_utils.PollableQueue()
+                self.sel = selectors.DefaultSelector()
+                self.sel.register(self.send_queue, selectors.EVENT_READ)
+                self.sel.register(sock, selectors.EVENT_READ)
+                self.blocking = False
+            sock.setblocking(self.blocking)
+        except BaseException:
+            self._drop_queue()
+            sock.close()
+            raise
+        self.socket = sock
+        self.current_host_and_port = self._address
+
+    def _drop_queue(self) -> None:
+        if self.sel is not None:
+            self.sel.close()
+            self.sel = None
+        if self.send_queue is not None:
+            self.send_queue.shutdown()
+            self.send_queue = None
+        self.blocking = True
+
+    def receive(self) -> bytes:
+        """Read one chunk; b"" means the connection is over.
+
+        Replaces stomp.py's version, which returns None for any socket error while the STOMP
+        session is not yet CONNECTED (including a TLS socket's "no data yet"), so the
+        handshake could not be read without this.
+        """
+        sock = self.socket
+        try:
+            data: bytes = sock.recv(_RECV_BYTES)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise  # no TLS record complete yet: stomp.py's loop selects again
+        except (OSError, AttributeError):  # reset, closed under us, or socket already None
+            data = b""
+        if data:
+            self._on_bytes(data)
+        elif not self.blocking:
+            # TLS end of file: stomp.py reads an empty TLS read as "no data yet" and would
+            # spin. Ending the loop makes it clean up and report the disconnection.
+            self.running = False
+        return data
+
+    def process_frame(self, f: Any, frame_str: bytes) -> None:
+        command = str(f.cmd).lower()
+        if command not in _SERVER_FRAMES:
+            self._on_bad_frame(str(f.cmd)[:40])
+            return
+        super().process_frame(f, frame_str)
+
+    def write_quietly(self, frame: Any) -> None:
+        """Write ``frame`` without stomp.py's listeners or debug log (used for CONNECT).
+
+        stomp.py's debug log only masks ``passcode: x`` written with a space, so a CONNECT
+        sent through ``transmit`` would log the password when debug logging is on.
+        """
+        packed = stomp_utils.pack(stomp_utils.convert_frame(frame))
+        if self.blocking:
+            self.send(packed)
+        else:
+            self.send_queue.put(packed)
+
+    def write_heartbeat(self) -> None:
+        """Write one EOL without ever blocking; a full socket buffer skips this beat.
+
+        Raises OSError when the socket is gone or full.
+        """
+        if not self.blocking:
+            queue = self.send_queue
+            if queue is None:
+                raise ConnectionError("transport is closed")
+            queue.put(b"\n")
+            return
+        sock = self.socket
+        if sock is None:
+            raise ConnectionError("transport is closed")
+        # MSG_DONTWAIT: a hung broker's full receive window must not block the watchdog
+        # thread, which is the one that has to notice the hang.
+        sock.send(b"\n", socket.MSG_DONTWAIT)
+
+    def abort(self) -> None:
+        """End the I/O loop from any thread, without a polite goodbye.
+
+        Shutting the socket down wakes a thread blocked in ``recv``/``select`` and one blocked
+        in ``sendall`` (a hung broker's full receive window); the I/O thread then closes the
+        socket and the send queue itself.
+        """
+        self.running = False
+        sock = self.socket
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close_unstarted(self) -> None:
+        """Release the socket and queue when the I/O thread never ran."""
+        self.running = False
+        sock, self.socket = self.socket, None
+        self._drop_queue()
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()

@@ -1,0 +1,529 @@
+"""StompConnector / StompSession driven through a scripted transport: no sockets, no sleeps.
+
+The scripted transport stands where stomp.py's transport stands: it records the frames the
+session writes, and the test plays the I/O thread by calling the stomp.py listener the session
+registered (``on_connected``, ``on_receipt``, ``on_error``, ``on_message``, ``on_disconnected``).
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from stomp.utils import Frame
+
+from failover_client import (
+    AuthenticationFailed,
+    BrokerAddress,
+    BrokerUnavailable,
+    ConfigurationError,
+    FailoverOptions,
+    ProtocolViolation,
+    SendRejected,
+    TLSFailure,
+)
+from failover_client._adapter import Received, SubscriptionSpec
+from failover_client._stomp import StompConnector, StompSession
+
+ADDRESS = BrokerAddress("stomp", "b1", 61613)
+
+CONNECTED = {"version": "1.2", "heart-beat": "0,0", "server": "test"}
+
+
+class StepClock:
+    """Virtual time: ``wait`` returns at once, moving time forward by the timeout."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, event: threading.Event, timeout: float | None) -> bool:
+        if not event.is_set() and timeout is not None:
+            self.now += timeout
+        return event.is_set()
+
+
+class ScriptedTransport:
+    """Records what the session writes; ``on_connect`` plays the broker's answer to CONNECT."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.host, self.port = args
+        self.kwargs = kwargs
+        self.listeners: dict[str, Any] = {}
+        self.frames: list[tuple[str, dict[str, str], Any]] = []
+        self.connect_frame: Any = None
+        self.on_connect: Callable[[ScriptedTransport], None] = lambda t: t.play(
+            "connected", CONNECTED
+        )
+        self.start_error: BaseException | None = None
+        self.write_error: BaseException | None = None
+        self.aborted = 0
+        self.closed_unstarted = 0
+        self.io_thread = None
+        self.stage = "TCP connect"
+        self.vhost = None
+
+    # -- what stomp.py's Transport offers the session and Protocol12 --
+    def override_threading(self, factory: Any) -> None:
+        self.thread_factory = factory
+
+    def set_listener(self, name: str, listener: Any) -> None:
+        self.listeners[name] = listener
+
+    def start(self) -> None:
+        if self.start_error is not None:
+            raise self.start_error
+
+    def transmit(self, frame: Any) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        self.frames.append((frame.cmd, dict(frame.headers), frame.body))
+
+    def write_quietly(self, frame: Any) -> None:
+        self.connect_frame = frame
+        self.on_connect(self)
+
+    def write_heartbeat(self) -> None:
+        self.frames.append(("<beat>", {}, None))
+
+    def abort(self) -> None:
+        self.aborted += 1
+
+    def close_unstarted(self) -> None:
+        self.closed_unstarted += 1
+
+    # -- playing the I/O thread --
+    def play(self, event: str, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
+        listener = self.listeners["failover-client"]
+        if event == "disconnected":
+            listener.on_disconnected()
+        else:
+            getattr(listener, f"on_{event}")(Frame(event.upper(), dict(headers or {}), body))
+
+    def bytes_in(self, data: bytes) -> None:
+        self.kwargs["on_bytes"](data)
+
+
+class Recorder:
+    """A SessionListener with the optional on_error hook."""
+
+    def __init__(self) -> None:
+        self.messages: list[Received] = []
+        self.lost: list[BaseException] = []
+        self.errors: list[BaseException] = []
+        self.raise_in_on_message: BaseException | None = None
+
+    def on_message(self, session: Any, message: Received) -> None:
+        self.messages.append(message)
+        if self.raise_in_on_message is not None:
+            raise self.raise_in_on_message
+
+    def on_lost(self, session: Any, cause: BaseException) -> None:
+        self.lost.append(cause)
+
+    def on_error(self, session: Any, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+class Harness:
+    def __init__(self, **connector_kwargs: Any) -> None:
+        self.clock = StepClock()
+        self.transports: list[ScriptedTransport] = []
+        self.script: Callable[[ScriptedTransport], None] | None = None
+        self.listener = Recorder()
+        self.connector = StompConnector(
+            FailoverOptions(),
+            clock=self.clock,
+            transport_factory=self._factory,
+            **{"login": "app", "passcode": "s3cret", "heartbeat": (0, 0), **connector_kwargs},
+        )
+
+    def _factory(self, *args: Any, **kwargs: Any) -> ScriptedTransport:
+        transport = ScriptedTransport(*args, **kwargs)
+        if self.script is not None:
+            transport.on_connect = self.script
+        self.transports.append(transport)
+        return transport
+
+    def connect(self, address: BrokerAddress = ADDRESS, timeout: float = 2.0) -> StompSession:
+        return self.connector.connect(address, timeout=timeout, listener=self.listener)
+
+    @property
+    def transport(self) -> ScriptedTransport:
+        return self.transports[-1]
+
+
+# --- handshake ---------------------------------------------------------------------------------
+
+
+def test_connect_sends_one_connect_frame_and_opens_after_connected() -> None:
+    h = Harness(client_id="c-1", heartbeat=(1000, 2000))
+    h.script = lambda t: t.play("connected", {"version": "1.2", "heart-beat": "0,0"})
+    session = h.connect(BrokerAddress("stomp", "b1", 61613, params=(("vhost", "/prod"),)))
+    t = h.transport
+    assert (t.host, t.port) == ("b1", 61613)
+    assert t.kwargs["ssl_context"] is None
+    assert t.connect_frame.cmd == "CONNECT"
+    assert t.connect_frame.headers == {
+        "accept-version": "1.1,1.2",
+        "host": "/prod",
+        "heart-beat": "1000,1000",
+        "login": "app",
+        "passcode": "s3cret",
+        "client-id": "c-1",
+    }
+    assert session.is_open
+    assert session.version == "1.2"
+    assert repr(session) == (
+        "StompSession(broker='stomp://b1:61613?vhost=/prod', state=open, version=1.2, "
+        "outstanding=0)"
+    )
+    assert "s3cret" not in repr(h.connector)
+
+
+def test_member_credentials_override_the_connector_defaults() -> None:
+    h = Harness()
+    h.connect(BrokerAddress("stomp", "b1", 61613, user="u2", password="p2"))
+    assert h.transport.connect_frame.headers["login"] == "u2"
+    assert h.transport.connect_frame.headers["passcode"] == "p2"
+    h.connect(BrokerAddress("stomp", "b1", 61613, user="u3"))
+    assert "passcode" not in h.transport.connect_frame.headers
+
+
+def test_no_connected_within_the_deadline_is_broker_unavailable_and_cleans_up() -> None:
+    h = Harness()
+    h.script = lambda t: None  # a hung broker: TCP accepted, never answers
+    with pytest.raises(BrokerUnavailable, match=r"no CONNECTED frame within 1.5 s") as info:
+        h.connect(timeout=1.5)
+    assert str(info.value).startswith("stomp://b1:61613: ")
+    assert h.clock.now == 1.5
+    assert h.transport.aborted == 1
+    assert h.transport.closed_unstarted == 1  # no I/O thread in the script: socket released
+
+
+def test_error_frame_about_credentials_is_authentication_failed_without_the_password() -> None:
+    h = Harness()
+    h.script = lambda t: t.play(
+        "error",
+        {"message": "User name [app] or password is invalid."},
+        b"login app / passcode s3cret refused",
+    )
+    with pytest.raises(AuthenticationFailed) as info:
+        h.connect()
+    assert "s3cret" not in str(info.value)
+    assert h.listener.lost == []  # connect raised instead
+
+
+def test_error_then_close_keeps_the_first_cause() -> None:
+    def script(t: ScriptedTransport) -> None:
+        t.play("error", {"message": "Bad CONNECT"}, b"Access refused for user 'app'")
+        t.play("disconnected")
+
+    h = Harness()
+    h.script = script
+    with pytest.raises(AuthenticationFailed, match="Access refused"):
+        h.connect()
+
+
+def test_close_during_handshake_is_broker_unavailable() -> None:
+    def script(t: ScriptedTransport) -> None:
+        t.bytes_in(b"CONNECTED\nversion:1.2\n")
+        t.play("disconnected")
+
+    h = Harness()
+    h.script = script
+    with pytest.raises(BrokerUnavailable) as info:
+        h.connect()
+    assert str(info.value) == (
+        "stomp://b1:61613: connection closed by the broker during the handshake after 22 bytes "
+        "of an incomplete frame"
+    )
+
+
+def test_junk_answer_is_a_protocol_violation_that_never_shows_the_passcode() -> None:
+    h = Harness()
+    # An echo server sends our own CONNECT back.
+    h.script = lambda t: t.bytes_in(b"CONNECT\npasscode:s3cret\n")
+    with pytest.raises(ProtocolViolation, match="not a STOMP frame") as info:
+        h.connect()
+    assert "s3cret" not in str(info.value)
+    h.script = lambda t: t.bytes_in(b"HTTP/1.1 400 Bad Request\r\n")
+    with pytest.raises(ProtocolViolation, match=r"b'HTTP/1.1 400 Bad Request\\r\\n'"):
+        h.connect()
+
+
+def test_stomp_10_and_bad_heartbeat_headers_are_protocol_violations() -> None:
+    h = Harness()
+    h.script = lambda t: t.play("connected", {})
+    with pytest.raises(ProtocolViolation, match=r"STOMP 1.0"):
+        h.connect()
+    h.script = lambda t: t.play("connected", {"version": "1.2", "heart-beat": "x"})
+    with pytest.raises(ProtocolViolation, match="malformed heart-beat"):
+        h.connect()
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (ConnectionRefusedError(111, "refused"), BrokerUnavailable),
+        (TimeoutError("timed out"), BrokerUnavailable),
+    ],
+)
+def test_tcp_failures_are_mapped_from_the_cause(error: OSError, kind: type[Exception]) -> None:
+    h = Harness()
+
+    def factory(*args: Any, **kwargs: Any) -> ScriptedTransport:
+        transport = ScriptedTransport(*args, **kwargs)
+        transport.start_error = error
+        h.transports.append(transport)
+        return transport
+
+    h.connector = StompConnector(clock=h.clock, transport_factory=factory)
+    with pytest.raises(kind) as info:
+        h.connect()
+    assert info.value.__cause__ is error
+    assert "during TCP connect" in str(info.value)
+    assert h.transport.closed_unstarted == 1
+
+
+def test_tls_members_get_the_context_and_verification_errors_are_tls_failures() -> None:
+    h = Harness()
+    context = ssl.create_default_context()
+    h.connector = StompConnector(
+        clock=h.clock, ssl_context=context, transport_factory=h._factory, heartbeat=(0, 0)
+    )
+    h.connect(BrokerAddress("stomp+ssl", "b1", 61612))
+    assert h.transport.kwargs["ssl_context"] is context
+    assert h.transport.kwargs["server_hostname"] == "b1"
+
+    def failing(*args: Any, **kwargs: Any) -> ScriptedTransport:
+        transport = ScriptedTransport(*args, **kwargs)
+        transport.stage = "TLS handshake"
+        transport.start_error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+        return transport
+
+    h.connector = StompConnector(clock=h.clock, ssl_context=context, transport_factory=failing)
+    with pytest.raises(TLSFailure, match="during TLS handshake"):
+        h.connect(BrokerAddress("stomp+ssl", "b1", 61612))
+
+
+def test_amqp_members_and_bad_settings_are_configuration_errors() -> None:
+    h = Harness()
+    with pytest.raises(ConfigurationError, match="AMQP member"):
+        h.connect(BrokerAddress("amqp", "b1", 5672))
+    with pytest.raises(ConfigurationError, match="heartbeat_grace"):
+        StompConnector(heartbeat_grace=0.5)
+    with pytest.raises(ConfigurationError, match="heartbeat"):
+        StompConnector(heartbeat=(-1, 0))
+
+
+# --- sends and receipts ------------------------------------------------------------------------
+
+
+def test_sends_with_receipts_confirm_each_once_and_many_may_be_outstanding() -> None:
+    h = Harness()
+    session = h.connect()
+    outcomes: list[tuple[int, BaseException | None]] = []
+    for i in range(3):
+        session.send("/queue/a", b"m%d" % i, {}, lambda e, i=i: outcomes.append((i, e)))
+    assert session.outstanding == 3
+    sent = h.transport.frames
+    assert [f[0] for f in sent] == ["SEND", "SEND", "SEND"]
+    assert sent[0][1] == {
+        "persistent": "true",
+        "content-length": "2",
+        "destination": "/queue/a",
+        "receipt": "fc-1",
+    }
+    assert sent[0][2] == b"m0"
+    h.transport.play("receipt", {"receipt-id": "fc-2"})
+    h.transport.play("receipt", {"receipt-id": "fc-2"})
+    h.transport.play("error", {"receipt-id": "fc-1", "message": "not allowed"})
+    assert outcomes[0] == (1, None)
+    assert outcomes[1][0] == 0
+    assert isinstance(outcomes[1][1], SendRejected)
+    assert str(outcomes[1][1]) == "stomp://b1:61613: broker rejected the message: not allowed"
+    assert session.outstanding == 1
+    assert session.is_open  # a rejected send does not end the session
+
+
+def test_send_without_confirmation_requests_no_receipt() -> None:
+    h = Harness()
+    session = h.connect()
+    session.send("/queue/a", b"", {"persistent": "false"}, None)
+    assert h.transport.frames == [("SEND", {"persistent": "false", "destination": "/queue/a"}, b"")]
+
+
+def test_loss_fails_outstanding_confirmations_then_calls_on_lost_once() -> None:
+    h = Harness()
+    session = h.connect()
+    order: list[str] = []
+    outcomes: list[BaseException | None] = []
+
+    def confirm(e: BaseException | None) -> None:
+        order.append("confirm")
+        outcomes.append(e)
+
+    session.send("/queue/a", b"x", {}, confirm)
+    session.send("/queue/a", b"y", {}, confirm)
+    h.listener.on_lost = lambda s, c: (order.append("lost"), h.listener.lost.append(c))  # type: ignore[method-assign]
+    h.transport.play("disconnected")
+    h.transport.play("disconnected")
+    assert order == ["confirm", "confirm", "lost"]
+    assert all(isinstance(e, BrokerUnavailable) for e in outcomes)
+    assert [str(c) for c in h.listener.lost] == [
+        "stomp://b1:61613: connection closed by the broker"
+    ]
+    assert not session.is_open
+    with pytest.raises(BrokerUnavailable, match="session was lost"):
+        session.send("/queue/a", b"z", {}, confirm)
+    with pytest.raises(BrokerUnavailable, match="session was lost"):
+        session.subscribe(SubscriptionSpec(id="s", destination="/queue/a"))
+    assert len(outcomes) == 2
+
+
+def test_error_without_receipt_is_reported_and_becomes_the_loss_cause() -> None:
+    h = Harness()
+    session = h.connect()
+    h.transport.play("error", {"message": "Unknown ack"}, b"detail")
+    assert session.is_open
+    assert [str(e) for e in h.listener.errors] == [
+        "stomp://b1:61613: broker sent ERROR: Unknown ack: detail"
+    ]
+    h.transport.play("disconnected")
+    assert h.listener.lost == h.listener.errors
+
+
+def test_a_failed_write_raises_and_never_calls_back() -> None:
+    h = Harness()
+    session = h.connect()
+    h.transport.write_error = BrokenPipeError(32, "Broken pipe")
+    called: list[object] = []
+    with pytest.raises(BrokerUnavailable, match="connection broken during SEND write"):
+        session.send("/queue/a", b"x", {}, called.append)
+    assert h.transport.aborted == 1
+    assert session.outstanding == 0
+    h.transport.play("disconnected")
+    assert called == []
+
+
+def test_bad_headers_raise_before_anything_is_written() -> None:
+    h = Harness()
+    session = h.connect()
+    with pytest.raises(ConfigurationError):
+        session.send("/queue/a", b"x", {"bad:name": "v"}, lambda e: None)
+    assert session.outstanding == 0
+    assert h.transport.frames == []
+
+
+# --- subscriptions and messages ----------------------------------------------------------------
+
+
+def test_subscribe_ack_nack_unsubscribe_frames() -> None:
+    h = Harness(client_id="c1")
+    session = h.connect()
+    session.subscribe(
+        SubscriptionSpec(id="s1", destination="/topic/t", ack="client", durable_name="d1")
+    )
+    h.transport.play(
+        "message",
+        {"destination": "/topic/t", "message-id": "m1", "subscription": "s1", "ack": "a1"},
+        b"body",
+    )
+    (message,) = h.listener.messages
+    session.ack(message)
+    session.nack(message)
+    session.unsubscribe("s1")
+    assert [(f[0], f[1]) for f in h.transport.frames] == [
+        (
+            "SUBSCRIBE",
+            {
+                "destination": "/topic/t",
+                "id": "s1",
+                "ack": "client",
+                "activemq.subscriptionName": "d1",
+                "durable-subscription-name": "d1",
+                "durable": "true",
+                "auto-delete": "false",
+            },
+        ),
+        ("ACK", {"id": "a1"}),
+        ("NACK", {"id": "a1"}),
+        ("UNSUBSCRIBE", {"id": "s1"}),
+    ]
+
+
+def test_stomp_11_acks_by_message_id_and_subscription() -> None:
+    h = Harness()
+    h.script = lambda t: t.play("connected", {"version": "1.1"})
+    session = h.connect()
+    h.transport.play(
+        "message", {"destination": "/queue/a", "message-id": "m1", "subscription": "s1"}, b""
+    )
+    session.ack(h.listener.messages[0])
+    assert h.transport.frames == [("ACK", {"message-id": "m1", "subscription": "s1"}, b"")]
+
+
+def test_a_raising_listener_is_reported_and_the_session_lives_on() -> None:
+    h = Harness()
+    session = h.connect()
+    h.listener.raise_in_on_message = RuntimeError("app bug")
+    headers = {"destination": "/queue/a", "message-id": "m1", "subscription": "s1"}
+    h.transport.play("message", headers, b"1")
+    h.transport.play("message", {"destination": "/queue/a"}, b"2")  # malformed
+    assert [type(e) for e in h.listener.errors] == [RuntimeError, ProtocolViolation]
+    assert session.is_open
+    assert h.listener.lost == []
+
+
+# --- close -------------------------------------------------------------------------------------
+
+
+def test_close_says_disconnect_fails_leftovers_and_never_calls_on_lost() -> None:
+    h = Harness(close_timeout=0.5)
+    session = h.connect()
+    outcomes: list[BaseException | None] = []
+    session.send("/queue/a", b"x", {}, outcomes.append)
+    session.close()
+    session.close()
+    assert h.transport.frames[-1] == ("DISCONNECT", {"receipt": "bye"}, b"")
+    assert h.clock.now == 0.5  # waited for the receipt that the script never sends
+    assert h.transport.aborted == 1
+    assert [type(e) for e in outcomes] == [BrokerUnavailable]
+    assert h.listener.lost == []
+    h.transport.play("disconnected")
+    assert h.listener.lost == []
+    with pytest.raises(BrokerUnavailable, match="session is closed"):
+        session.send("/queue/a", b"x", {}, None)
+
+
+def test_close_returns_as_soon_as_the_disconnect_receipt_arrives() -> None:
+    h = Harness()
+    session = h.connect()
+    h.transport.write_error = None
+    original = h.transport.transmit
+
+    def transmit(frame: Any) -> None:
+        original(frame)
+        if frame.cmd == "DISCONNECT":
+            h.transport.play("receipt", {"receipt-id": "bye"})
+
+    h.transport.transmit = transmit  # type: ignore[method-assign]
+    session.close()
+    assert h.clock.now == 0.0
+
+
+def test_close_of_a_lost_session_does_not_write() -> None:
+    h = Harness()
+    session = h.connect()
+    h.transport.play("disconnected")
+    session.close()
+    assert h.transport.frames == []
