@@ -1,18 +1,52 @@
 """Failover URI grammar: parse text into an immutable value and format it back.
 
 Installed as ``failover_client.uri``. Pure: no I/O, no third-party imports.
+
+>>> uri = parse("failover:(stomp://a:61613,stomp://b:61613)?randomize=false")
+>>> [m.key for m in uri.members], uri.options.randomize
+(['a:61613', 'b:61613'], False)
 """
 
 from __future__ import annotations
 
 from ._address import DEFAULT_PORTS, SCHEMES, BrokerAddress
+from ._agent import AGENT_SCHEMES, DiscoveryAgent
+from ._build import build, dialect_defaults
+from ._explain import ExplainRow, explain
+from ._format import format_uri
+from ._model import Component, Dialect, FailoverURI, Form
 from ._options import AttemptUnit, FailoverOptions, ServerListAction
+from ._parse import parse
+from ._table import (
+    ARTEMIS_POLICY_CLASSES,
+    BUILTIN_POLICIES,
+    OPTION_TABLE,
+    OptionSpec,
+    option_table_markdown,
+)
 
 __all__ = [
+    "AGENT_SCHEMES",
+    "ARTEMIS_POLICY_CLASSES",
+    "BUILTIN_POLICIES",
     "DEFAULT_PORTS",
+    "OPTION_TABLE",
     "SCHEMES",
     "AttemptUnit",
     "BrokerAddress",
+    "Component",
+    "Dialect",
+    "DiscoveryAgent",
+    "ExplainRow",
     "FailoverOptions",
+    "FailoverURI",
+    "Form",
+    "OptionSpec",
     "ServerListAction",
+    "build",
+    "dialect_defaults",
+    "explain",
+    "format_uri",
+    "option_table_markdown",
+    "parse",
 ]

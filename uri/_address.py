@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._redact import MASK, is_secret_key
+
 __all__ = ["DEFAULT_PORTS", "SCHEMES", "BrokerAddress", "Protocol"]
 
 Protocol = Literal["stomp", "amqp", "openwire"]
@@ -69,10 +71,19 @@ class BrokerAddress:
                 return v
         return default
 
+    @property
+    def secret_params(self) -> tuple[str, ...]:
+        """Names of the member's params whose values are secrets (never printed)."""
+        return tuple(k for k, _ in self.params if is_secret_key(k))
+
     def __str__(self) -> str:
-        """The member as a URI, password redacted."""
+        """The member as a URI, password and secret params redacted."""
         userinfo = ""
         if self.user is not None:
-            userinfo = self.user + (":***" if self.password is not None else "") + "@"
-        query = "&".join(f"{k}={v}" for k, v in self.params)
+            userinfo = self.user + (f":{MASK}" if self.password is not None else "") + "@"
+        query = "&".join(f"{k}={MASK if is_secret_key(k) else v}" for k, v in self.params)
         return f"{self.scheme}://{userinfo}{self.key}" + (f"?{query}" if query else "")
+
+    def __repr__(self) -> str:
+        # The generated repr would print secret params (e.g. ``keyStorePassword``) verbatim.
+        return f"BrokerAddress({str(self)!r})"

@@ -89,7 +89,8 @@ class FailoverOptions:
 
     # --- topology ------------------------------------------------------------------------------
     update_uris_supported: bool = True
-    update_uris_url: str | None = None
+    update_uris_url: str | None = field(default=None, repr=False)
+    """May carry credentials in its userinfo, so it stays out of repr()."""
     rebalance_update_uris: bool = True
     server_list_action: ServerListAction = "replace"
     use_topology_for_load_balancing: bool = True

@@ -1,0 +1,72 @@
+"""A discovery agent: where to learn the broker list instead of listing it (kept, not resolved)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._redact import MASK, is_secret_key
+
+__all__ = ["AGENT_SCHEMES", "DiscoveryAgent"]
+
+AGENT_SCHEMES: dict[str, str] = {
+    # scheme -> what it discovers through (resolution belongs to the topology sources)
+    "multicast": "ActiveMQ Classic multicast discovery (multicast://default)",
+    "zeroconf": "ActiveMQ Classic zeroconf discovery",
+    "http": "ActiveMQ Classic HTTP discovery registry",
+    "https": "ActiveMQ Classic HTTP discovery registry over TLS",
+    "file": "a local file with one broker URI per line",
+    "udp": "Artemis UDP discovery group (udp://group:port)",
+    "dns": "DNS SRV / A records re-resolved at run time",
+}
+
+
+@dataclass(frozen=True)
+class DiscoveryAgent:
+    """One discovery agent URI such as ``multicast://default`` or ``udp://231.7.7.7:9876``.
+
+    ``location`` is everything between ``scheme:`` and the query (e.g. ``//default`` or
+    ``/etc/brokers.txt``), percent-decoded. ``params`` are the agent's own query pairs.
+    """
+
+    scheme: str
+    location: str
+    params: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def host(self) -> str | None:
+        """The host of a ``scheme://host[:port]`` agent, else None."""
+        authority = self._authority()
+        if authority is None:
+            return None
+        if authority.startswith("["):
+            return authority[1 : authority.find("]")]
+        return authority.rpartition(":")[0] if ":" in authority else authority
+
+    @property
+    def port(self) -> int | None:
+        """The port of a ``scheme://host:port`` agent, else None."""
+        authority = self._authority()
+        if authority is None:
+            return None
+        tail = authority[authority.find("]") + 1 :] if authority.startswith("[") else authority
+        _, sep, port = tail.rpartition(":")
+        return int(port) if sep and port.isdigit() else None
+
+    def _authority(self) -> str | None:
+        if not self.location.startswith("//"):
+            return None
+        return self.location[2:].split("/", 1)[0]
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        for k, v in self.params:
+            if k == name:
+                return v
+        return default
+
+    def __str__(self) -> str:
+        """The agent as a URI, secret params redacted."""
+        query = "&".join(f"{k}={MASK if is_secret_key(k) else v}" for k, v in self.params)
+        return f"{self.scheme}:{self.location}" + (f"?{query}" if query else "")
+
+    def __repr__(self) -> str:
+        return f"DiscoveryAgent({str(self)!r})"

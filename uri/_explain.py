@@ -1,0 +1,221 @@
+"""``explain``: what every option of a parsed URI is set to, where that came from, and pitfalls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._address import BrokerAddress
+from ._build import dialect_defaults
+from ._model import FailoverURI
+from ._options import FailoverOptions
+from ._redact import MASK, is_secret_key
+from ._table import OPTION_TABLE, SYSTEM_LABELS, OptionSpec, spec_for
+from ._values import render
+
+__all__ = ["ExplainRow", "explain"]
+
+RowKind = Literal["option", "nested", "passthrough", "warning"]
+
+
+@dataclass(frozen=True)
+class ExplainRow:
+    """One line of ``failover-client parse`` output.
+
+    ``kind`` is ``option`` (a table row), ``nested`` (a ``nested.*`` member option),
+    ``passthrough`` (accepted, not interpreted) or ``warning`` (``meaning`` says what is wrong,
+    ``option`` names the options involved). Secret values are shown as ``***``.
+    """
+
+    kind: RowKind
+    option: str
+    value: str
+    default: str
+    system: str
+    given: bool
+    meaning: str
+    attempts: str = ""
+
+
+def _applies(spec: OptionSpec, uri: FailoverURI) -> bool:
+    if uri.dialect not in spec.systems and "failover-client" not in spec.systems:
+        return False
+    udp = uri.form == "discovery" and uri.dialect == "artemis"
+    return spec.applies_to == "uri" or udp
+
+
+def explain(uri: FailoverURI) -> list[ExplainRow]:
+    """Rows for every option of ``uri``'s dialect, its nested and passthrough pairs, warnings."""
+    options = uri.options
+    defaults = FailoverOptions(**dialect_defaults(uri.dialect))  # type: ignore[arg-type]
+    written = dict(uri.query)
+    dialect_fields = {
+        f for spec in OPTION_TABLE if spec.systems != ("failover-client",) and _applies(spec, uri)
+        for f in spec.fields
+    }  # fmt: skip
+    rows: list[ExplainRow] = []
+    for spec in OPTION_TABLE:
+        if not _applies(spec, uri):
+            continue
+        used = next((n for n in spec.names if n in written), None)
+        ours = spec.systems == ("failover-client",)
+        if ours and set(spec.fields) & dialect_fields and used is None:
+            continue  # the dialect's own spelling of this field is listed instead
+        if spec.fields:
+            field = spec.fields[0]
+            value = render(spec, getattr(options, field))
+            given = options.source_of(field) in spec.names
+            default = render(spec, getattr(defaults, field)) if ours else spec.default
+        else:
+            value = written.get(used, spec.default) if used else spec.default
+            given = used is not None
+            default = spec.default
+        if spec.kind == "secret" and value:
+            value = MASK
+        rows.append(
+            ExplainRow(
+                "option",
+                used or spec.name,
+                value,
+                default,
+                ", ".join(SYSTEM_LABELS[s] for s in spec.systems),
+                given,
+                spec.meaning,
+                spec.attempts,
+            )
+        )
+    prefix = "failover.nested." if uri.dialect == "qpid" else "nested."
+    for key, value in uri.nested:
+        rows.append(
+            ExplainRow(
+                "nested",
+                prefix + key,
+                MASK if is_secret_key(key) else value,
+                "",
+                SYSTEM_LABELS["qpid" if uri.dialect == "qpid" else "classic"],
+                True,
+                f"sets {key} on every member, replacing the member's own value",
+            )
+        )
+    for key, value in uri.passthrough:
+        if spec_for(key) is not None:
+            continue  # recorded-only table options were listed above
+        rows.append(
+            ExplainRow(
+                "passthrough",
+                key,
+                MASK if is_secret_key(key) else value,
+                "",
+                "JMS",
+                True,
+                "accepted for compatibility; failover-client does not interpret it",
+            )
+        )
+    rows.extend(_warnings(uri))
+    return rows
+
+
+def _warning(option: str, message: str) -> ExplainRow:
+    return ExplainRow("warning", option, "", "", "", True, message)
+
+
+def _given(uri: FailoverURI, field: str) -> str | None:
+    return uri.options.source_of(field)
+
+
+def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one check per known pitfall
+    o = uri.options
+    out: list[ExplainRow] = []
+    if o.priority_backup and o.randomize and not o.policy:
+        out.append(
+            _warning(
+                "priorityBackup + randomize",
+                "randomize=true sends the first connection to a random broker; priorityBackup "
+                "only moves it to the priority broker later. Set randomize=false to start there.",
+            )
+        )
+    if o.priority_uris and not o.priority_backup:
+        out.append(
+            _warning("priorityURIs", "priorityURIs has no effect without priorityBackup=true")
+        )
+    if _given(uri, "backup_pool_size") and not (o.backup or o.priority_backup):
+        out.append(_warning("backupPoolSize", "backupPoolSize has no effect without backup=true"))
+    if not o.use_exponential_backoff:
+        for field in ("backoff_multiplier", "max_reconnect_delay"):
+            name = _given(uri, field)
+            if name:
+                out.append(_warning(name, f"{name} has no effect when back-off is switched off"))
+    if _given(uri, "max_cache_size") and not o.track_messages:
+        out.append(
+            _warning("maxCacheSize", "maxCacheSize has no effect without trackMessages=true")
+        )
+    if _given(uri, "rebalance_update_uris") and o.update_uris_url is None:
+        out.append(
+            _warning(
+                "rebalanceUpdateURIs", "rebalanceUpdateURIs has no effect without updateURIsURL"
+            )
+        )
+    randomize = _given(uri, "randomize")
+    policy = _given(uri, "policy")
+    if randomize and policy and randomize != "masterslave:":
+        out.append(
+            _warning(
+                f"{randomize} + {policy}",
+                f"{randomize} is ignored: policy {o.policy!r} orders the brokers",
+            )
+        )
+    if o.max_reconnect_attempts == 0 and uri.form != "discovery":
+        name = _given(uri, "max_reconnect_attempts") or (
+            "reconnectAttempts" if uri.dialect == "artemis" else "maxReconnectAttempts"
+        )
+        out.append(_warning(name, f"{name}=0: a lost connection is never re-established"))
+    if (
+        uri.dialect == "artemis"
+        and policy
+        and o.use_topology_for_load_balancing
+        and uri.form == "artemis"
+    ):
+        out.append(
+            _warning(
+                f"{policy} + useTopologyForLoadBalancing",
+                "with useTopologyForLoadBalancing=true the policy balances over the topology the "
+                "cluster reports, not only the brokers listed; set it to false to use the list",
+            )
+        )
+    out.extend(_member_warnings(uri))
+    tls_given = [
+        spec.name
+        for spec in OPTION_TABLE
+        if spec.name.startswith("tls.") and spec.name in dict(uri.query)
+    ]
+    if tls_given and uri.members and not any(m.tls for m in uri.members):
+        out.append(
+            _warning(
+                ", ".join(tls_given), "TLS options have no effect: no member uses a TLS scheme"
+            )
+        )
+    if not o.tls_verify and any(m.tls for m in uri.members):
+        out.append(
+            _warning(
+                "tls.verify", "certificate verification is off: any server certificate is accepted"
+            )
+        )
+    return out
+
+
+def _member_warnings(uri: FailoverURI) -> list[ExplainRow]:
+    """Option names written on a member: there they are transport parameters, not options."""
+    out = []
+    for component in uri.components:
+        if not isinstance(component, BrokerAddress) or uri.form == "single":
+            continue
+        for key, _ in component.params:
+            if spec_for(key) is not None:
+                out.append(
+                    _warning(
+                        key,
+                        f"{key} on member {component.key} is passed to that member only and does "
+                        f"not configure failover; shared options go after the closing parenthesis",
+                    )
+                )
+    return out

@@ -1,0 +1,197 @@
+"""Typed option values: URI text -> canonical value (seconds, tuples, names) and back."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+
+from ._redact import MASK
+from ._table import ARTEMIS_POLICY_CLASSES, OptionSpec
+
+__all__ = ["BadValue", "convert", "render"]
+
+_TRUE = ("true",)
+_FALSE = ("false",)
+_ACTIONS = ("replace", "add", "ignore")
+
+
+class BadValue(ValueError):
+    """A value that does not fit its option; ``offset`` is relative to the value's start."""
+
+    def __init__(self, message: str, offset: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+def _int(text: str) -> int:
+    body = text[1:] if text[:1] in "+-" else text
+    if not body.isdigit() or not body.isascii():
+        raise BadValue(f"expected a whole number, got {text!r}")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadValue(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise BadValue(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _ms(text: str) -> float:
+    value = _int(text)
+    if value < 0:
+        raise BadValue(f"expected milliseconds >= 0, got {text!r}")
+    return value / 1000.0
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise BadValue(f"expected true or false, got {text!r}")
+
+
+def _timeout_ms(text: str) -> float | None:
+    value = _int(text)
+    if value < -1:
+        raise BadValue(f"expected -1 (forever) or milliseconds >= 0, got {text!r}")
+    # ActiveMQ only applies a send timeout when it is > 0: -1 and 0 both block forever.
+    return None if value <= 0 else value / 1000.0
+
+
+def _count(text: str) -> int:
+    value = _int(text)
+    if value < -1:
+        raise BadValue(f"expected -1 (unlimited) or a count >= 0, got {text!r}")
+    return value
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        value = _int(text)
+        if value < minimum:
+            raise BadValue(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return check
+
+
+def _multiplier(text: str) -> float:
+    factor = _float(text)
+    if factor < 1.0:
+        raise BadValue(f"expected a factor >= 1.0, got {text!r}")
+    return factor
+
+
+def _fraction(text: str) -> float:
+    fraction = _float(text)
+    if not 0.0 <= fraction <= 1.0:
+        raise BadValue(f"expected a fraction between 0 and 1, got {text!r}")
+    return fraction
+
+
+def _heartbeat(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) > 2:
+        raise BadValue(f"expected send,receive milliseconds, got {text!r}")
+    values = [_int(part) for part in parts]
+    if any(v < 0 for v in values):
+        raise BadValue(f"heart-beat milliseconds must be >= 0, got {text!r}")
+    return (values[0], values[-1])
+
+
+def _check_period(text: str) -> tuple[int, int]:
+    value = _int(text)
+    if value < -1:
+        raise BadValue(f"expected -1 (disabled) or milliseconds >= 0, got {text!r}")
+    # Artemis declares a connection dead after this much silence; heart-beats in both
+    # directions at the same period give the same detection time on STOMP and AMQP.
+    return (0, 0) if value <= 0 else (value, value)
+
+
+def _server_list_action(text: str) -> str:
+    lowered = text.lower()
+    if lowered not in _ACTIONS:
+        raise BadValue(f"expected REPLACE, ADD or IGNORE, got {text!r}")
+    return lowered
+
+
+def _text(text: str) -> str:
+    if not text:
+        raise BadValue("expected a value")
+    return text
+
+
+_CONVERTERS: dict[str, Callable[[str], object]] = {
+    "bool": _bool,
+    "ms": _ms,
+    "timeout_ms": _timeout_ms,
+    "count": _count,
+    "int": _int,
+    "non_negative_int": _at_least(0),
+    "positive_int": _at_least(1),
+    "multiplier": _multiplier,
+    "fraction": _fraction,
+    "heartbeat": _heartbeat,
+    "check_period": _check_period,
+    "server_list_action": _server_list_action,
+    "text": _text,
+    "secret": _text,
+}
+
+
+# People also write the bare class name; Artemis itself needs the full one.
+_POLICY_ALIASES = {
+    **ARTEMIS_POLICY_CLASSES,
+    **{name.rpartition(".")[2]: policy for name, policy in ARTEMIS_POLICY_CLASSES.items()},
+}
+
+
+def _policy(text: str, policies: Collection[str]) -> str:
+    if text in _POLICY_ALIASES:
+        return _POLICY_ALIASES[text]
+    if text in policies:
+        return text
+    valid = ", ".join([*sorted(policies), *ARTEMIS_POLICY_CLASSES])
+    # Never an import path: a URI must not be able to load arbitrary code.
+    raise BadValue(f"unknown policy {text!r}; valid: {valid}")
+
+
+def convert(spec: OptionSpec, text: str, policies: Collection[str]) -> object:
+    """The canonical value of ``text`` for ``spec``; raise :class:`BadValue` if it does not fit.
+
+    ``uri_list`` values are converted by the builder, which can scan URIs.
+    """
+    if spec.kind == "policy":
+        return _policy(text, policies)
+    return _CONVERTERS[spec.kind](text)
+
+
+def render(spec: OptionSpec, value: object) -> str:  # noqa: PLR0911
+    """``value`` written the way ``spec``'s system writes it in a URI (secrets as ``***``)."""
+    kind = spec.kind
+    if value is None:
+        return "-1" if kind == "timeout_ms" else ""
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind in ("ms", "timeout_ms") and isinstance(value, float):
+        return str(round(value * 1000))
+    if kind == "heartbeat" and isinstance(value, tuple):
+        return f"{value[0]},{value[1]}"
+    if kind == "check_period" and isinstance(value, tuple):
+        return "-1" if value == (0, 0) else str(max(value))
+    if kind == "server_list_action" and isinstance(value, str):
+        return value.upper() if spec.system == "qpid" else value
+    if kind == "secret":
+        return MASK
+    if kind == "uri_list" and isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    if kind == "policy" and value == "":
+        return ""
+    return str(value)
