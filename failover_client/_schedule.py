@@ -284,7 +284,9 @@ class ReconnectSchedule:
 
 
 def infer_style(options: FailoverOptions) -> ReconnectStyle:
-    """Guess whose reconnect rules ``options`` came from (see :meth:`from_options`)."""
+    """Whose reconnect rules ``options`` follow (see :meth:`from_options`)."""
+    if options.dialect != "classic":
+        return options.dialect
     if options.attempt_unit == "broker":
         return "artemis"
     for name in (

@@ -448,6 +448,7 @@ class _Builder:
                 sources.append((name, key))
         fields = dict(dialect_defaults(dialect))
         fields.update(values)
+        fields["dialect"] = dialect
         fields["sources"] = tuple(sources)
         try:
             out.options = FailoverOptions(**fields)  # type: ignore[arg-type]

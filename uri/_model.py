@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias
 
 from ._address import BrokerAddress
 from ._agent import DiscoveryAgent
-from ._options import FailoverOptions
+from ._options import Dialect, FailoverOptions
 
 __all__ = ["Component", "Dialect", "FailoverURI", "Form"]
 
@@ -15,8 +15,6 @@ Form = Literal["failover", "static", "masterslave", "discovery", "artemis", "sin
 """Which composite the text used: ``failover:(...)``, ``static:(...)``, ``masterslave:(...)``,
 ``discovery:(...)`` / ``udp://``, an Artemis list ``(...)``, or one plain member."""
 
-Dialect = Literal["classic", "artemis", "qpid"]
-"""Whose option spellings, defaults and attempt counting apply."""
 
 Component: TypeAlias = "BrokerAddress | DiscoveryAgent | FailoverURI"
 

@@ -16,10 +16,13 @@ from typing import Literal
 
 from failover_client._errors import OptionError
 
-__all__ = ["AttemptUnit", "FailoverOptions", "ServerListAction"]
+__all__ = ["AttemptUnit", "Dialect", "FailoverOptions", "ServerListAction"]
 
 AttemptUnit = Literal["pass", "broker"]
 """What one reconnect attempt counts: a pass over the broker list, or one try of one broker."""
+
+Dialect = Literal["classic", "artemis", "qpid"]
+"""Whose semantics the options follow (reconnect delays and limits differ per system)."""
 
 ServerListAction = Literal["replace", "add", "ignore"]
 """How a broker-pushed server list merges into the known brokers (seeds are never removed)."""
@@ -43,6 +46,9 @@ class FailoverOptions:
     ``"max_reconnect_attempts": "reconnectAttempts"``) so errors and ``explain`` output can speak
     the user's language. Fields not in ``sources`` hold the dialect's default.
     """
+
+    dialect: Dialect = "classic"
+    """The system whose URI spelled these options; decides reconnect-schedule semantics."""
 
     # --- which broker to try, in which order -------------------------------------------------
     randomize: bool = True
@@ -144,6 +150,10 @@ class FailoverOptions:
             raise OptionError(
                 f"attempt_unit must be 'pass' or 'broker', got {self.attempt_unit!r}",
                 option="attempt_unit",
+            )
+        if self.dialect not in ("classic", "artemis", "qpid"):
+            raise OptionError(
+                f"dialect must be classic, artemis or qpid, got {self.dialect!r}", option="dialect"
             )
         if self.server_list_action not in ("replace", "add", "ignore"):
             raise OptionError(

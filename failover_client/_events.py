@@ -1,0 +1,257 @@
+"""What a failover connection tells its listeners, and how listeners are kept from hurting it.
+
+Every state change of a :class:`~failover_client.FailoverConnection` is one small frozen dataclass
+below. Brokers appear as their redacted address (``str(BrokerAddress)``: never a password), causes
+as the mapped exception (whose message never holds a password either).
+
+Listeners are plain callables ``listener(event) -> None``. They run on the connection's dispatch
+thread, one at a time and in order, together with message handlers, so a listener never races
+another listener and a slow listener never stalls the reconnect loop (it only delays later events
+and messages). A listener that raises is logged once (with its name), counted, and reported to the
+*other* listeners as :class:`ListenerError`; it keeps receiving events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = [
+    "AckDropped",
+    "Closed",
+    "Connected",
+    "Disconnected",
+    "Event",
+    "FailedOver",
+    "GaveUp",
+    "HandlerError",
+    "Listener",
+    "ListenerError",
+    "ListenerSet",
+    "PriorityRestored",
+    "ReconnectAttempt",
+    "ReconnectWarning",
+    "StandbyConnected",
+    "StandbyLost",
+    "TopologyChanged",
+]
+
+_log = logging.getLogger("failover_client")
+
+Causes = tuple[tuple[str, BaseException], ...]
+"""(redacted broker, last error) pairs, in the order the brokers were first tried."""
+
+
+@dataclass(frozen=True)
+class Connected:
+    """A session to ``broker`` finished its handshake and now carries the application's traffic.
+
+    ``attempt`` counts the reconnect attempts of the run that found it (1 = first try; 0 = a
+    standby session was promoted without connecting); ``elapsed`` is the seconds the run took.
+    """
+
+    broker: str
+    attempt: int
+    elapsed: float
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    """The session to ``broker`` was lost; the reconnect loop starts (unless closing)."""
+
+    broker: str
+    cause: BaseException | None
+
+
+@dataclass(frozen=True)
+class FailedOver:
+    """Traffic moved from one broker to another after a loss; ``duration`` is the outage."""
+
+    from_broker: str
+    to_broker: str
+    duration: float
+
+
+@dataclass(frozen=True)
+class ReconnectAttempt:
+    """About to try ``broker``; ``delay`` is the wait that preceded this try (0 inside a pass)."""
+
+    broker: str
+    attempt: int
+    delay: float
+
+
+@dataclass(frozen=True)
+class ReconnectWarning:
+    """The reconnect loop has failed ``attempt`` times (``warn_after_reconnect_attempts``)."""
+
+    attempt: int
+    causes: Causes
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """The loop stopped for good: the schedule ran out, or a broker refused the credentials/TLS."""
+
+    error: BaseException
+    causes: Causes
+
+
+@dataclass(frozen=True)
+class PriorityRestored:
+    """Priority backup moved traffic back from ``from_broker`` to the preferred ``to_broker``."""
+
+    from_broker: str
+    to_broker: str
+
+
+@dataclass(frozen=True)
+class TopologyChanged:
+    """The known broker list changed (``source`` names where the update came from)."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class AckDropped:
+    """An ack/nack for a message of a dead session was not sent (it would reach the wrong broker).
+
+    The broker that delivered the message redelivers it; ``redelivered`` will be set then.
+    """
+
+    subscription_id: str
+    message_id: str | None
+    broker: str
+    nack: bool
+
+
+@dataclass(frozen=True)
+class HandlerError:
+    """A message handler raised; the message is not acked by the library."""
+
+    subscription_id: str
+    message_id: str | None
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class ListenerError:
+    """Another listener raised while handling ``event``."""
+
+    listener: str
+    event: str
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class StandbyConnected:
+    """A pre-connected standby session to ``broker`` is ready (``backup=True``)."""
+
+    broker: str
+
+
+@dataclass(frozen=True)
+class StandbyLost:
+    """A standby session died; it is replaced in the background."""
+
+    broker: str
+    cause: BaseException | None
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The application closed the connection; the last event a listener receives."""
+
+
+Event = (
+    Connected
+    | Disconnected
+    | FailedOver
+    | ReconnectAttempt
+    | ReconnectWarning
+    | GaveUp
+    | PriorityRestored
+    | TopologyChanged
+    | AckDropped
+    | HandlerError
+    | ListenerError
+    | StandbyConnected
+    | StandbyLost
+    | Closed
+)
+
+Listener = Callable[[Event], None]
+
+
+def listener_name(listener: Callable[..., object]) -> str:
+    """A readable name for logs: the qualified name of a function, else the type's."""
+    name = getattr(listener, "__qualname__", None) or type(listener).__qualname__
+    module = getattr(listener, "__module__", None)
+    return f"{module}.{name}" if module else str(name)
+
+
+class ListenerSet:
+    """The registered listeners, called in registration order with failures isolated."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._failures: dict[str, int] = {}
+
+    def add(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove(self, listener: Listener) -> None:
+        """Forget ``listener``; unknown listeners are ignored (removal is idempotent)."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    @property
+    def failures(self) -> int:
+        """How many times any listener raised."""
+        with self._lock:
+            return sum(self._failures.values())
+
+    def deliver(self, event: Event) -> None:
+        """Call every listener with ``event``, then report failures to the other listeners."""
+        with self._lock:
+            listeners = list(self._listeners)
+        failed = self._call_all(listeners, event)
+        if isinstance(event, ListenerError):
+            return  # no error reports about error reports
+        for listener, exc in failed:
+            report = ListenerError(listener_name(listener), type(event).__name__, exc)
+            self._call_all([other for other in listeners if other is not listener], report)
+
+    def _call_all(
+        self, listeners: list[Listener], event: Event
+    ) -> list[tuple[Listener, Exception]]:
+        failed: list[tuple[Listener, Exception]] = []
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception as exc:  # noqa: BLE001 - a listener must not break the loop
+                failed.append((listener, exc))
+        for listener, error in failed:
+            self._count(listener, event, error)
+        return failed
+
+    def _count(self, listener: Listener, event: Event, exc: Exception) -> None:
+        name = listener_name(listener)
+        with self._lock:
+            first = name not in self._failures
+            self._failures[name] = self._failures.get(name, 0) + 1
+        if first:
+            # Once per listener: a listener that fails on every event would flood the log.
+            _log.error(
+                "listener %s raised on %s; further failures are counted, not logged",
+                name,
+                type(event).__name__,
+                exc_info=exc,
+            )

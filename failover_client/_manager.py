@@ -1,0 +1,480 @@
+"""``FailoverConnection``: one connection to a group of brokers that survives losing any of them.
+
+The pieces (each in its own module): the broker pool (``_pool``), the policy and tiers that order
+brokers (``policies``, ``_priority``), the reconnect schedule (``_schedule``), the reconnect
+loop (``_manager_loop``, ``_manager_dial``), the shared state with sends, subscriptions and
+acks (``_manager_core``, ``_sends``, ``_subscriptions``), standbys (``_backup``), events and
+the dispatch thread (``_events``, ``_manager_dispatch``). This module wires them together and is
+the application's API.
+
+Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
+(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Literal, Protocol, cast
+
+from failover_client.policies import policy_for_options
+from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction, parse
+
+from ._adapter import AckMode, Connector, Received
+from ._clock import Clock, SystemClock
+from ._errors import ConfigurationError, ConnectionClosed
+from ._events import Event, Listener, ListenerSet, TopologyChanged
+from ._manager_core import UNSET, Core, Unset
+from ._manager_dial import Dialer, ScheduleLike
+from ._manager_dispatch import Dispatcher
+from ._manager_loop import Supervisor
+from ._manager_slot import Slot
+from ._pool import AddressMap, BrokerPool
+from ._priority import PlanPolicy, better_brokers, plan, tiers_for
+from ._schedule import ReconnectSchedule
+from ._sends import MESSAGE_ID_HEADER, MessageIds
+from ._subscriptions import Handler, Subscription
+
+__all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget", "connector_for"]
+
+_numbers = itertools.count(1)
+
+_ADAPTERS = {
+    "stomp": ("failover_client._stomp", "StompConnector"),
+    "amqp": ("failover_client._amqp", "AmqpConnector"),
+}
+
+
+class FailoverTarget(Protocol):
+    """A parsed failover URI (``failover_client.uri.FailoverURI``) or anything shaped like one."""
+
+    @property
+    def members(self) -> tuple[BrokerAddress, ...]: ...
+
+    @property
+    def options(self) -> FailoverOptions: ...
+
+
+def connector_for(
+    members: Sequence[BrokerAddress],
+    options: FailoverOptions,
+    *,
+    login: str | None = None,
+    passcode: str | None = None,
+    clock: Clock | None = None,
+    client_id: str | None = None,
+) -> Connector:
+    """The protocol adapter for ``members`` (imported lazily: its library is an extra).
+
+    All members must speak one protocol: ``stomp`` (stomp.py) or ``amqp`` (python-qpid-proton).
+    """
+    protocols = sorted({m.protocol for m in members})
+    if len(protocols) != 1 or protocols[0] not in _ADAPTERS:
+        raise ConfigurationError(
+            f"members speak {', '.join(protocols)}; a failover connection needs all members on "
+            "one of: stomp (stomp://, stomp+ssl://), amqp (amqp://, amqps://)"
+        )
+    module_name, class_name = _ADAPTERS[protocols[0]]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = protocols[0]
+        raise ConfigurationError(
+            f"the {extra} adapter is not installed: pip install 'failover-client[{extra}]'"
+        ) from exc
+    factory = getattr(module, class_name)
+    return cast(
+        "Connector",
+        factory(options, login=login, passcode=passcode, clock=clock, client_id=client_id),
+    )
+
+
+class FailoverConnection:
+    """One connection to a group of brokers that fails over, replays and restores.
+
+    :param target: a failover URI string (parsed with :func:`failover_client.uri.parse`), a
+        parsed ``FailoverURI``, or a sequence of :class:`BrokerAddress` (then pass ``options``).
+    :param options: overrides the URI's options (required with a plain member list unless the
+        defaults suit).
+    :param connector: opens sessions; default: the adapter for the members' protocol
+        (:func:`connector_for`). Tests pass :class:`failover_client.testing.FakeConnector`.
+    :param clock: time source for every wait; default the system clock.
+    :param rng: randomness for the policy and the schedule's jitter (seed it for repeatability).
+    :param client_id: stable client id (rendezvous policy, ``client-id`` header, and the prefix
+        of generated message ids); default ``options.client_id`` or a random one.
+    :param login: default login for members without credentials (default connector only).
+    :param passcode: default passcode for them; never shown anywhere.
+    :param heartbeat: (send, receive) milliseconds, overriding ``options.heartbeat``.
+    :param listeners: callables receiving every :mod:`event <failover_client._events>`.
+    :param policy: a broker policy object instead of the one the options name.
+    :param schedule: a reconnect schedule instead of the one the options describe.
+    :param tiers: ``host:port`` -> priority tier (0 best), overriding ``priority_uris``.
+    :param address_map: rewrites addresses pushed by topology sources.
+
+    Nothing connects until :meth:`connect` (or ``with``). Sends are at-least-once: a message
+    confirmed by the broker is never lost, but a message re-sent after a fail-over can arrive
+    twice; duplicates carry the same ``failover-message-id`` header.
+    """
+
+    def __init__(
+        self,
+        target: str | FailoverTarget | Sequence[BrokerAddress],
+        /,
+        *,
+        options: FailoverOptions | None = None,
+        connector: Connector | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        client_id: str | None = None,
+        login: str | None = None,
+        passcode: str | None = None,
+        heartbeat: tuple[int, int] | None = None,
+        listeners: Iterable[Listener] = (),
+        policy: PlanPolicy | None = None,
+        schedule: ScheduleLike | None = None,
+        tiers: Mapping[str, int] | None = None,
+        address_map: AddressMap | None = None,
+    ) -> None:
+        members, parsed_options = _resolve(target)
+        options = options or parsed_options
+        if heartbeat is not None:
+            options = options.replace(heartbeat=heartbeat)
+        self._rng = rng or random.Random()
+        self._client_id = client_id or options.client_id or f"{self._rng.getrandbits(48):012x}"
+        self._options = options
+        self._clock: Clock = clock or SystemClock()
+        number = next(_numbers)
+        self._listeners = ListenerSet()
+        for listener in listeners:
+            self._listeners.add(listener)
+        self._dispatcher = Dispatcher(f"failover-client-dispatch-{number}")
+        self._core = Core(
+            options=options,
+            clock=self._clock,
+            emit=self._emit,
+            dispatcher=self._dispatcher,
+            message_ids=MessageIds(self._client_id),
+        )
+        self._tiers = tiers_for(members, options, tiers)
+        self.pool = BrokerPool(
+            members,
+            tiers=self._tiers,
+            # A quarantine never outlasts the longest reconnect delay the user allowed.
+            quarantine_base=min(1.0, options.max_reconnect_delay),
+            quarantine_max=options.max_reconnect_delay,
+            address_map=address_map,
+        )
+        self._policy: PlanPolicy = policy or policy_for_options(
+            options, rng=self._rng, client_id=self._client_id
+        )
+        self._schedule: ScheduleLike = schedule or ReconnectSchedule.from_options(
+            options, rng=self._rng
+        )
+        self._connector = connector or connector_for(
+            members,
+            options,
+            login=login,
+            passcode=passcode,
+            clock=self._clock,
+            client_id=self._client_id,
+        )
+        self._slots = itertools.count(1)
+        self._dialer = Dialer(
+            connector=self._connector,
+            pool=self.pool,
+            planner=self._plan,
+            schedule=self._schedule,
+            clock=self._clock,
+            connect_timeout=options.connect_timeout,
+            stop=self._core.stop,
+            emit=self._emit,
+            new_slot=self._new_slot,
+            manager=self,
+        )
+        self._supervisor = Supervisor(
+            core=self._core,
+            dialer=self._dialer,
+            planner=self._plan,
+            better=self._better,
+            schedule=self._schedule,
+            clock=self._clock,
+            options=options,
+            emit=self._emit,
+            name=f"failover-client-loop-{number}",
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Start the reconnect loop and block until the first broker handshakes.
+
+        Raises :class:`AllBrokersFailed` (with every broker's last cause) when the startup
+        schedule gives up, :class:`AuthenticationFailed` / :class:`TLSFailure` when the
+        brokers refuse the credentials or the certificate, :class:`ConnectionClosed` when
+        closed meanwhile. Calling it again after success returns at once.
+        """
+        core = self._core
+        with core.cond:
+            starting = core.state == "new"
+            if starting:
+                core.state = "connecting"
+        if starting:
+            self._dispatcher.start()
+            self._supervisor.start()
+        self._clock.wait(self._supervisor.first_outcome, None)
+        with core.cond:
+            state, error = core.state, core.error
+        if state == "failed" and error is not None:
+            raise error
+        if state not in ("connected", "reconnecting", "switching"):
+            raise ConnectionClosed(f"the connection was closed while connecting ({state})")
+
+    start = connect
+
+    def close(self) -> None:
+        """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
+
+        Safe from any thread (also from a handler or listener) and idempotent.
+        """
+        self._core.close()
+        self._dispatcher.stop()
+        self._supervisor.join()
+        self._dispatcher.join()
+
+    def __enter__(self) -> FailoverConnection:
+        self.connect()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- sends -----------------------------------------------------------------------------
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        timeout: float | Unset | None = UNSET,
+        confirm: bool = True,
+        message_id: str | None = None,
+    ) -> None:
+        """Send one message and return once the broker confirmed it.
+
+        ``timeout`` (default ``options.timeout``; None waits forever) bounds the whole call:
+        waiting to be connected, for room in the window, and for the confirmation. Raises
+        :class:`SendTimeout` (the message may still arrive later, and is no longer re-sent),
+        :class:`SendRejected`, or :class:`ConnectionClosed`. After a fail-over an unconfirmed
+        message is re-sent automatically (possibly arriving twice, with the same id).
+
+        ``confirm=False`` writes without waiting for a confirmation (fire-and-forget): such a
+        message is lost with the session unless ``track_messages=True``, which re-sends it
+        best-effort while its bytes fit ``max_cache_size`` (oldest evicted first).
+        """
+        data = _bytes(body)
+        deadline = self._core.deadline(timeout)
+        if not confirm:
+            kind: Literal["tracked", "untracked"] = (
+                "tracked" if self._options.track_messages else "untracked"
+            )
+            self._core.submit(
+                destination, data, headers, message_id=message_id, kind=kind, deadline=deadline
+            )
+            return
+        message = self._core.submit(
+            destination, data, headers, message_id=message_id, kind="confirmed", deadline=deadline
+        )
+        assert message is not None
+        self._core.wait_confirmed(message, deadline)
+
+    def send_async(
+        self,
+        destination: str,
+        body: bytes | str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        timeout: float | Unset | None = UNSET,
+        message_id: str | None = None,
+    ) -> Future[None]:
+        """Send one message; the future completes when the broker confirms it.
+
+        Blocks (backpressure) while disconnected or while ``confirm_window`` messages /
+        ``max_cache_size`` bytes await confirmation, up to ``timeout`` (then SendTimeout).
+        The future fails with SendRejected, ConnectionClosed (closed first) or the error the
+        reconnect loop gave up with; futures cannot be cancelled. Its callbacks run on an
+        adapter thread: keep them short.
+        """
+        message = self._core.submit(
+            destination,
+            _bytes(body),
+            headers,
+            message_id=message_id,
+            kind="confirmed",
+            deadline=self._core.deadline(timeout),
+        )
+        assert message is not None
+        assert message.future is not None
+        return message.future
+
+    def flush(self, timeout: float | Unset | None = UNSET) -> None:
+        """Wait until every outstanding confirmation arrived (SendTimeout after ``timeout``)."""
+        self._core.flush(self._core.deadline(timeout))
+
+    # --- subscriptions -----------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        destination: str,
+        handler: Handler,
+        *,
+        ack: AckMode = "auto",
+        id: str | None = None,
+        durable_name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Subscription:
+        """Subscribe ``handler`` to ``destination``; restored with the same id after fail-over.
+
+        Allowed before :meth:`connect` (no message is missed at start-up). Handlers run on the
+        connection's dispatch thread, one at a time; one that raises is reported as a
+        ``HandlerError`` event and the message is not acknowledged. With ``client`` /
+        ``client-individual`` acks, call ``message.ack()``; an ack for a message whose session
+        has died is dropped (``AckDropped``) and the broker redelivers the message.
+        """
+        return self._core.subscribe(
+            destination,
+            handler,
+            ack=ack,
+            subscription_id=id,
+            durable_name=durable_name,
+            headers=headers,
+        )
+
+    # --- events ----------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Receive every event (on the dispatch thread); exceptions are isolated."""
+        self._listeners.add(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    def _emit(self, event: Event) -> None:
+        self._dispatcher.submit(lambda: self._listeners.deliver(event))
+
+    # --- topology ----------------------------------------------------------------------------
+
+    def update_brokers(
+        self,
+        update: Iterable[BrokerAddress],
+        *,
+        source: str,
+        action: ServerListAction | None = None,
+    ) -> None:
+        """Merge a broker list pushed by a topology source (see :meth:`BrokerPool.merge`).
+
+        ``action`` defaults to ``options.server_list_action``. Emits ``TopologyChanged``.
+        """
+        chosen = action or self._options.server_list_action
+        delta = self.pool.merge(update, chosen, source=source, now=self._clock.monotonic())
+        if delta.changed:
+            self._core.wake.set()
+            self._emit(
+                TopologyChanged(
+                    tuple(str(a) for a in delta.added),
+                    tuple(str(a) for a in delta.removed),
+                    source,
+                )
+            )
+
+    # --- state -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """new, connecting, connected, reconnecting, switching, failed or closed."""
+        return self._core.snapshot()[0]
+
+    @property
+    def broker(self) -> str | None:
+        """The redacted address of the current broker (None before the first connection)."""
+        current = self._core.snapshot()[1]
+        return None if current is None else current.broker
+
+    @property
+    def options(self) -> FailoverOptions:
+        return self._options
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    def stats(self) -> dict[str, int]:
+        """Counters: sent, confirmed, rejected, replayed, evicted, failovers, ... in_flight."""
+        _, _, stats, in_flight, standbys, subscriptions = self._core.snapshot()
+        counters = dict(vars(stats))
+        counters.update(in_flight=in_flight, standbys=standbys, subscriptions=subscriptions)
+        counters["listener_errors"] = self._listeners.failures
+        return counters
+
+    def __repr__(self) -> str:
+        state, current, stats, in_flight, standbys, subscriptions = self._core.snapshot()
+        broker = current.broker if current is not None else None
+        return (
+            f"<FailoverConnection {state} broker={broker} sent={stats.sent}"
+            f" confirmed={stats.confirmed} in_flight={in_flight} replayed={stats.replayed}"
+            f" failovers={stats.failovers} standbys={standbys} subscriptions={subscriptions}>"
+        )
+
+    # --- wiring ------------------------------------------------------------------------------
+
+    def _plan(self) -> list[BrokerAddress]:
+        now = self._clock.monotonic()
+        return plan(self.pool.by_tier(now), self._policy) + self.pool.quarantined(now)
+
+    def _better(self, current: BrokerAddress) -> list[BrokerAddress]:
+        if not self._options.priority_backup:
+            return []  # tiers then only order the plan; nobody probes
+        tier_of = {s.key: s.tier for s in self.pool.states()}
+        return better_brokers(current, self.pool.by_tier(), tier_of)
+
+    def _new_slot(self, address: BrokerAddress) -> Slot:
+        return Slot(next(self._slots), address)
+
+    # SlotEvents: what sessions report (adapter threads).
+
+    def _slot_message(self, slot: Slot, message: Received) -> None:
+        self._dispatcher.submit(lambda: self._core.deliver(slot, message))
+
+    def _slot_lost(self, slot: Slot, cause: BaseException) -> None:
+        self._core.slot_lost(slot, cause)
+
+
+def _resolve(
+    target: str | FailoverTarget | Sequence[BrokerAddress],
+) -> tuple[tuple[BrokerAddress, ...], FailoverOptions]:
+    if isinstance(target, str):
+        parsed = parse(target)
+        return parsed.members, parsed.options
+    if isinstance(target, Sequence):
+        members: list[BrokerAddress] = []
+        for member in target:
+            if not isinstance(member, BrokerAddress):
+                raise ConfigurationError(
+                    f"a member list must hold BrokerAddress values, got {type(member).__name__}"
+                )
+            members.append(member)
+        return tuple(members), FailoverOptions()
+    return tuple(target.members), target.options
+
+
+def _bytes(body: bytes | str) -> bytes:
+    return body.encode("utf-8") if isinstance(body, str) else bytes(body)

@@ -1,0 +1,179 @@
+"""One reconnect run: try brokers in plan order, waiting on the schedule, until one handshakes.
+
+The run asks the schedule for a delay before every attempt (a pass over the whole plan, or one
+broker try, per ``attempt_unit``), waits it on the clock (interruptible by ``close()``), and tries
+the brokers of the attempt. It returns the first handshaken session, or raises one error:
+
+* :class:`AllBrokersFailed` when the schedule gives up, with every broker's last cause;
+* :class:`AuthenticationFailed` / :class:`TLSFailure` when a broker refused the credentials or
+  the certificate. Such a broker is struck from the rest of the run at once (the same credentials
+  cannot succeed later), but the brokers not yet tried in the current pass are still tried, so
+  one misconfigured broker does not stop a client another broker accepts. At the end of a pass
+  that found no broker, the run stops with that error instead of looping: users who share one
+  set of credentials across the group want "wrong password", not an endless back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from failover_client.uri import AttemptUnit, BrokerAddress
+
+from ._adapter import Connector
+from ._clock import Clock
+from ._errors import (
+    AllBrokersFailed,
+    AuthenticationFailed,
+    BrokerUnavailable,
+    ConnectionFailure,
+    TLSFailure,
+)
+from ._events import Event, ReconnectAttempt, ReconnectWarning
+from ._manager_slot import Slot, SlotEvents, SlotListener
+from ._pool import BrokerPool
+
+__all__ = ["DialOutcome", "Dialer", "Interrupted", "ScheduleLike", "ScheduleRunLike"]
+
+_log = logging.getLogger("failover_client")
+
+
+class Interrupted(Exception):
+    """``close()`` interrupted the run."""
+
+
+class ScheduleRunLike(Protocol):
+    """The part of :class:`failover_client._schedule.ScheduleRun` the dialer uses."""
+
+    unit: AttemptUnit
+    attempts: int
+
+    def next_delay(self) -> float | None: ...
+
+    def should_warn(self) -> bool: ...
+
+
+class ScheduleLike(Protocol):
+    """The part of :class:`failover_client._schedule.ReconnectSchedule` the dialer uses."""
+
+    def start(self, *, startup: bool, brokers: int = 1) -> ScheduleRunLike: ...
+
+
+class DialOutcome:
+    """A handshaken session and how long / how many attempts it took."""
+
+    def __init__(self, slot: Slot, attempt: int, elapsed: float) -> None:
+        self.slot = slot
+        self.attempt = attempt
+        self.elapsed = elapsed
+
+
+class Dialer:
+    """Runs reconnect runs for one connection (only ever on the manager thread)."""
+
+    def __init__(
+        self,
+        *,
+        connector: Connector,
+        pool: BrokerPool,
+        planner: Callable[[], list[BrokerAddress]],
+        schedule: ScheduleLike,
+        clock: Clock,
+        connect_timeout: float,
+        stop: threading.Event,
+        emit: Callable[[Event], None],
+        new_slot: Callable[[BrokerAddress], Slot],
+        manager: SlotEvents,
+    ) -> None:
+        self._connector = connector
+        self._pool = pool
+        self._planner = planner
+        self._schedule = schedule
+        self._clock = clock
+        self._connect_timeout = connect_timeout
+        self._stop = stop
+        self._emit = emit
+        self._new_slot = new_slot
+        self._manager = manager
+        self.last_causes: tuple[tuple[str, BaseException], ...] = ()
+        """(broker, last error) of the latest run, for the GaveUp event."""
+
+    def open(self, address: BrokerAddress) -> Slot:
+        """Connect and handshake ``address`` once; record the outcome in the pool."""
+        slot = self._new_slot(address)
+        try:
+            slot.session = self._connector.connect(
+                address,
+                timeout=self._connect_timeout,
+                listener=SlotListener(self._manager, slot),
+            )
+        except ConnectionFailure as exc:
+            slot.alive = False
+            self._pool.record_failure(address, exc, self._clock.monotonic())
+            raise
+        except Exception as exc:
+            # An adapter should map its library's errors; one that leaks through still only
+            # means this broker failed, not that the reconnect loop must die.
+            slot.alive = False
+            error = BrokerUnavailable(f"adapter error {type(exc).__name__}", broker=str(address))
+            self._pool.record_failure(address, error, self._clock.monotonic())
+            raise error from exc
+        self._pool.record_success(address)
+        return slot
+
+    def dial(self, *, startup: bool) -> DialOutcome:
+        """Run until a broker handshakes; raises AllBrokersFailed, the fatal error, Interrupted."""
+        started = self._clock.monotonic()
+        # The pool's size, not a plan: building a plan would advance a round-robin policy.
+        brokers = max(1, len(self._pool.states()))
+        run = self._schedule.start(startup=startup, brokers=brokers)
+        causes: dict[str, BaseException] = {}
+        struck: set[str] = set()
+        fatal: ConnectionFailure | None = None
+        remaining: list[BrokerAddress] = []  # rest of the current pass (unit "broker")
+        self.last_causes = ()
+        while True:
+            self.last_causes = tuple(causes.items())
+            delay = run.next_delay()
+            if delay is None:
+                raise AllBrokersFailed(
+                    f"gave up after {run.attempts} reconnect attempt(s) ({run.unit})", causes
+                )
+            if self._stop.is_set() or (delay > 0 and self._clock.wait(self._stop, delay)):
+                raise Interrupted
+            if run.unit == "pass" or not remaining:
+                remaining = [a for a in self._planner() if a.key not in struck]
+            tries = remaining if run.unit == "pass" else remaining[:1]
+            remaining = [] if run.unit == "pass" else remaining[1:]
+            for index, address in enumerate(tries):
+                if self._stop.is_set():
+                    raise Interrupted
+                self._emit(
+                    ReconnectAttempt(str(address), run.attempts, delay if index == 0 else 0.0)
+                )
+                try:
+                    slot = self.open(address)
+                except (AuthenticationFailed, TLSFailure) as exc:
+                    causes[str(address)] = exc
+                    struck.add(address.key)
+                    fatal = fatal or exc
+                except ConnectionFailure as exc:
+                    causes[str(address)] = exc
+                else:
+                    return DialOutcome(slot, run.attempts, self._clock.monotonic() - started)
+            if fatal is not None and not remaining:
+                self.last_causes = tuple(causes.items())
+                raise fatal
+            if run.should_warn():
+                _log.warning(
+                    "reconnect attempt %d failed: %s",
+                    run.attempts,
+                    "; ".join(f"{b}: {type(e).__name__}" for b, e in causes.items()),
+                )
+                self._emit(ReconnectWarning(run.attempts, _pairs(causes)))
+
+
+def _pairs(causes: dict[str, BaseException]) -> tuple[tuple[str, BaseException], ...]:
+    return tuple(causes.items())

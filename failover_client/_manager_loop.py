@@ -1,0 +1,244 @@
+"""The reconnect loop: the one background thread that owns every connection attempt.
+
+It reads as a short piece of orchestration::
+
+    until closed or given up:
+        session = a live standby, or a reconnect run (Dialer)
+        install it (restore subscriptions, replay unconfirmed sends)
+        serve it: sleep on the clock until it is lost, doing meanwhile
+            - standby refill (backup=True)
+            - priority probes (a better tier exists): on success, switch over
+
+Every wait is ``clock.wait`` on an event that ``close()`` sets, so closing interrupts at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from failover_client.uri import BrokerAddress, FailoverOptions
+
+from ._backup import refill_candidates
+from ._clock import Clock
+from ._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
+from ._events import Connected, Event, FailedOver, GaveUp, PriorityRestored
+from ._manager_core import Core
+from ._manager_dial import Dialer, DialOutcome, Interrupted, ScheduleLike, ScheduleRunLike
+from ._manager_slot import Slot
+
+__all__ = ["Supervisor"]
+
+_log = logging.getLogger("failover_client")
+
+_MIN_BACKGROUND_DELAY = 0.01
+"""Floor for probe/refill delays: an immediate retry would find the same broker still down."""
+
+
+class _Backoff:
+    """Delays for a background retry (probes, standby refill) drawn from the schedule.
+
+    Background work never gives up: when a run is exhausted a new one starts at the
+    schedule's maximum delay.
+    """
+
+    def __init__(self, schedule: ScheduleLike, max_delay: float) -> None:
+        self._schedule = schedule
+        self._max_delay = max_delay
+        self._run: ScheduleRunLike | None = None
+        self.due: float | None = None
+
+    def reset(self) -> None:
+        self._run = None
+        self.due = None
+
+    def arm(self, now: float) -> float:
+        """Schedule the next try after ``now``; returns its due time."""
+        if self._run is None:
+            self._run = self._schedule.start(startup=False)
+        delay = self._run.next_delay()
+        if delay is None:
+            self._run = self._schedule.start(startup=False)
+            delay = self._max_delay
+        self.due = now + max(delay, _MIN_BACKGROUND_DELAY)
+        return self.due
+
+
+class Supervisor:
+    """Runs the reconnect loop on its own thread for one connection."""
+
+    def __init__(
+        self,
+        *,
+        core: Core,
+        dialer: Dialer,
+        planner: Callable[[], list[BrokerAddress]],
+        better: Callable[[BrokerAddress], list[BrokerAddress]],
+        schedule: ScheduleLike,
+        clock: Clock,
+        options: FailoverOptions,
+        emit: Callable[[Event], None],
+        name: str,
+    ) -> None:
+        self._core = core
+        self._dialer = dialer
+        self._planner = planner
+        self._better = better
+        self._clock = clock
+        self._options = options
+        self._emit = emit
+        self._probe = _Backoff(schedule, options.max_reconnect_delay)
+        self._refill = _Backoff(schedule, options.max_reconnect_delay)
+        self._probe_struck: set[str] = set()
+        self.first_outcome = threading.Event()
+        """Set once the first connection succeeded or the loop gave up / was closed."""
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread.ident is not None and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        startup = True
+        previous: Slot | None = None
+        lost_at = 0.0
+        try:
+            while True:
+                outcome = self._standby() or self._dialer.dial(startup=startup)
+                if not self._core.install(outcome.slot):
+                    continue
+                self._announce(outcome, previous, lost_at)
+                startup = False
+                self.first_outcome.set()
+                previous = self._serve(outcome.slot)
+                lost_at = self._clock.monotonic()
+        except Interrupted:
+            pass
+        except ConnectionFailure as exc:
+            self._core.give_up(exc)
+            self._emit(GaveUp(exc, self._dialer.last_causes))
+        except Exception as exc:  # noqa: BLE001 - logged, and every waiter is failed with it
+            # A bug (ours or an adapter's): fail loudly rather than leave senders waiting.
+            _log.exception("the reconnect loop failed")
+            self._core.give_up(exc)
+            self._emit(GaveUp(exc, self._dialer.last_causes))
+        finally:
+            self._core.drop_standbys()
+            self.first_outcome.set()
+
+    def _standby(self) -> DialOutcome | None:
+        slot = self._core.take_standby()
+        return None if slot is None else DialOutcome(slot, 0, 0.0)
+
+    def _announce(self, outcome: DialOutcome, previous: Slot | None, lost_at: float) -> None:
+        slot = outcome.slot
+        self._emit(Connected(slot.broker, outcome.attempt, outcome.elapsed))
+        if previous is not None:
+            with self._core.cond:
+                self._core.stats.failovers += 1
+            self._emit(FailedOver(previous.broker, slot.broker, self._clock.monotonic() - lost_at))
+        _log.info("connected to %s", slot.broker)
+
+    def _serve(self, slot: Slot) -> Slot:
+        """Watch ``slot`` until it is lost (returns the lost slot); background work meanwhile."""
+        current = slot
+        self._probe.reset()
+        self._refill.reset()
+        while True:
+            self._core.wake.clear()
+            if self._core.stop.is_set():
+                raise Interrupted
+            if not current.alive:
+                return current
+            due: list[float] = []
+            if self._options.backup:
+                due.extend(self._maintain_standbys(current))
+            switched = self._maybe_probe(current, due)
+            if switched is not None:
+                current = switched
+                continue
+            now = self._clock.monotonic()
+            timeout = None if not due else max(0.0, min(due) - now)
+            self._clock.wait(self._core.wake, timeout)
+
+    # --- priority backup ---------------------------------------------------------------------
+
+    def _maybe_probe(self, current: Slot, due: list[float]) -> Slot | None:
+        targets = [a for a in self._better(current.address) if a.key not in self._probe_struck]
+        if not targets:
+            self._probe.reset()
+            return None
+        now = self._clock.monotonic()
+        if self._probe.due is None:
+            self._probe.arm(now)
+        assert self._probe.due is not None
+        if now < self._probe.due:
+            due.append(self._probe.due)
+            return None
+        for address in targets:
+            if self._core.stop.is_set():
+                raise Interrupted
+            try:
+                found = self._dialer.open(address)
+            except (AuthenticationFailed, TLSFailure):
+                self._probe_struck.add(address.key)
+            except ConnectionFailure:
+                continue
+            else:
+                self._probe.reset()
+                return self._switch(current, found)
+        due.append(self._probe.arm(self._clock.monotonic()))
+        return None
+
+    def _switch(self, old: Slot, new: Slot) -> Slot:
+        """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
+        core = self._core
+        core.begin_switch()
+        core.drain(old, self._clock.monotonic() + self._options.connect_timeout)
+        core.retire(old)
+        if core.install(new):
+            self._emit(Connected(new.broker, 1, 0.0))
+            self._emit(PriorityRestored(old.broker, new.broker))
+            _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+        return new
+
+    # --- standbys ----------------------------------------------------------------------------
+
+    def _maintain_standbys(self, current: Slot) -> list[float]:
+        """Top the standbys up; returns when to try again (empty: nothing to do)."""
+        wanted = self._options.backup_pool_size - self._core.standby_count()
+        if wanted <= 0:
+            self._refill.reset()
+            return []
+        now = self._clock.monotonic()
+        if self._refill.due is not None and now < self._refill.due:
+            return [self._refill.due]
+        exclude = {current.address.key} | self._core.standby_keys()
+        candidates = refill_candidates(self._planner(), exclude)
+        if not candidates:
+            return []  # nobody else to stand by; a topology change wakes the loop
+        for address in candidates:
+            if wanted <= 0:
+                break
+            if self._core.stop.is_set():
+                raise Interrupted
+            try:
+                slot = self._dialer.open(address)
+            except ConnectionFailure:
+                continue
+            if self._core.add_standby(slot):
+                wanted -= 1
+        if wanted <= 0:
+            self._refill.reset()
+            return []
+        return [self._refill.arm(self._clock.monotonic())]

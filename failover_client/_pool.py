@@ -1,0 +1,284 @@
+"""The known brokers and what the connection has learned about each one.
+
+A broker is a *seed* (a member of the user's URI: never removed by a pushed update) or
+*discovered* (pushed by a topology source, with the source's name and the time it arrived). Each
+has a priority tier (0 is best), a count of consecutive failed connects, a quarantine deadline and
+its last error. A broker that keeps failing is quarantined for a growing time (1, 2, 4... seconds
+up to a cap) so a fail-over does not waste its connect timeout on a broker that just refused.
+Quarantine orders rather than excludes: quarantined brokers are tried after every live one has
+failed (forced resurrection, soonest release first), because a pass over the whole list is what
+the reconnect schedule promises.
+
+Every method is a pure state change under a lock: it takes ``now`` from the caller, performs no
+I/O and returns what changed, so the connection manager decides what to do with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from failover_client.uri import BrokerAddress, ServerListAction
+
+from ._errors import ConfigurationError
+
+__all__ = ["AddressMap", "BrokerPool", "BrokerState", "TopologyDelta"]
+
+AddressMap = Callable[[BrokerAddress], BrokerAddress | None]
+"""Turns an advertised (often internal) address into a reachable one; None drops the entry."""
+
+_TLS_SCHEME = {"stomp": "stomp+ssl", "amqp": "amqps", "openwire": "ssl"}
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """One known broker. ``last_error`` is the error's type and message (never a password)."""
+
+    address: BrokerAddress
+    seed: bool
+    source: str = "uri"
+    tier: int = 0
+    discovered_at: float | None = None
+    failures: int = 0
+    quarantined_until: float | None = None
+    last_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tier < 0:
+            raise ConfigurationError(f"broker {self.address} has negative tier {self.tier}")
+        if self.failures < 0:
+            raise ConfigurationError(f"broker {self.address} has negative failure count")
+
+    @property
+    def key(self) -> str:
+        return self.address.key
+
+    def live(self, now: float) -> bool:
+        """Not quarantined at ``now``."""
+        return self.quarantined_until is None or now >= self.quarantined_until
+
+    def age(self, now: float) -> float | None:
+        """Seconds since a topology source announced it; None for seeds."""
+        return None if self.discovered_at is None else now - self.discovered_at
+
+    def describe(self) -> str:
+        parts = [
+            self.key,
+            "seed" if self.seed else f"discovered({self.source})",
+            f"tier={self.tier}",
+        ]
+        if self.failures:
+            parts.append(f"failures={self.failures}")
+        if self.quarantined_until is not None:
+            parts.append(f"quarantined_until={self.quarantined_until:g}")
+        if self.last_error:
+            parts.append(f"last_error={self.last_error!r}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TopologyDelta:
+    """What a merge changed."""
+
+    added: tuple[BrokerAddress, ...] = ()
+    removed: tuple[BrokerAddress, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+class BrokerPool:
+    """The known brokers with their health state.
+
+    ``tiers`` maps ``host:port`` keys to priority tiers (missing keys get ``default_tier``).
+    ``quarantine_base`` and ``quarantine_max`` bound the growing quarantine after failures;
+    ``address_map`` rewrites pushed entries (see :meth:`merge`).
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[BrokerAddress],
+        *,
+        tiers: Mapping[str, int] | None = None,
+        default_tier: int = 0,
+        quarantine_base: float = 1.0,
+        quarantine_max: float = 30.0,
+        address_map: AddressMap | None = None,
+    ) -> None:
+        if not seeds:
+            raise ConfigurationError("a failover connection needs at least one broker")
+        if quarantine_base < 0 or quarantine_max < quarantine_base:
+            raise ConfigurationError(
+                f"quarantine needs 0 <= base <= max, got base={quarantine_base} "
+                f"max={quarantine_max}"
+            )
+        self._lock = threading.Lock()
+        self._tiers = dict(tiers or {})
+        self._default_tier = default_tier
+        self._base = quarantine_base
+        self._max = quarantine_max
+        self._address_map = address_map
+        self._seeds = tuple(seeds)
+        self._states: dict[str, BrokerState] = {}
+        for seed in seeds:
+            # A broker listed twice is one broker; the first spelling wins.
+            self._states.setdefault(
+                seed.key, BrokerState(address=seed, seed=True, tier=self._tier_for(seed.key))
+            )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def states(self) -> tuple[BrokerState, ...]:
+        """Every known broker, seeds first in URI order, then discoveries in arrival order."""
+        with self._lock:
+            return tuple(self._states.values())
+
+    def state(self, key: str) -> BrokerState:
+        with self._lock:
+            try:
+                return self._states[key]
+            except KeyError:
+                raise KeyError(f"no broker {key!r} in the pool") from None
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._states
+
+    def tier_of(self, address: BrokerAddress) -> int:
+        with self._lock:
+            known = self._states.get(address.key)
+        return known.tier if known is not None else self._tier_for(address.key)
+
+    def by_tier(self, now: float | None = None) -> list[list[BrokerAddress]]:
+        """Brokers grouped by tier, best tier first; with ``now``, only the live ones."""
+        with self._lock:
+            states = list(self._states.values())
+        if now is not None:
+            states = [s for s in states if s.live(now)]
+        tiers: dict[int, list[BrokerAddress]] = {}
+        for state in states:
+            tiers.setdefault(state.tier, []).append(state.address)
+        return [tiers[t] for t in sorted(tiers)]
+
+    def quarantined(self, now: float) -> list[BrokerAddress]:
+        """Brokers quarantined at ``now``, the one released soonest first.
+
+        The manager tries them after every live broker failed (forced resurrection): a pass
+        still covers the whole list, as the reconnect schedule promises, but a broker that just
+        refused or hung no longer costs a connect timeout before a live one is reached.
+        """
+        with self._lock:
+            states = [s for s in self._states.values() if not s.live(now)]
+        states.sort(key=lambda s: s.quarantined_until or 0.0)
+        return [s.address for s in states]
+
+    # --- health ----------------------------------------------------------------------------
+
+    def record_failure(
+        self, address: BrokerAddress, error: BaseException, now: float
+    ) -> BrokerState:
+        """Count a failed connect and quarantine the broker; returns its new state."""
+        with self._lock:
+            state = self._states.get(address.key)
+            if state is None:
+                # A broker removed by a merge while a connect to it was in flight.
+                state = BrokerState(address=address, seed=False, tier=self._tier_for(address.key))
+            failures = state.failures + 1
+            quarantine = min(self._base * 2 ** (failures - 1), self._max)
+            new = replace(
+                state,
+                failures=failures,
+                quarantined_until=now + quarantine,
+                last_error=f"{type(error).__name__}: {error}",
+            )
+            if address.key in self._states:
+                self._states[address.key] = new
+            return new
+
+    def record_success(self, address: BrokerAddress) -> BrokerState:
+        """A handshake succeeded: the failure count and quarantine reset."""
+        with self._lock:
+            state = self._states.get(address.key)
+            if state is None:
+                state = BrokerState(address=address, seed=False, tier=self._tier_for(address.key))
+            new = replace(state, failures=0, quarantined_until=None)
+            if address.key in self._states:
+                self._states[address.key] = new
+            return new
+
+    # --- topology --------------------------------------------------------------------------
+
+    def merge(
+        self,
+        update: Iterable[BrokerAddress],
+        action: ServerListAction,
+        *,
+        source: str,
+        now: float,
+    ) -> TopologyDelta:
+        """Merge a pushed broker list from ``source``; returns what was added and removed.
+
+        ``replace`` makes ``source``'s discoveries exactly ``update``; ``add`` only adds;
+        ``ignore`` changes nothing. Seeds are never removed. A pushed entry is first passed
+        through the address map, then loses its options and credentials (a topology source
+        must not change client behaviour; credentials come from the seeds), and never
+        downgrades TLS: a known TLS broker stays TLS, and when every seed uses TLS a plain
+        entry is upgraded to its protocol's TLS scheme.
+        """
+        if action == "ignore":
+            return TopologyDelta()
+        with self._lock:
+            incoming: dict[str, BrokerAddress] = {}
+            for raw in update:
+                address = self._sanitize(raw)
+                if address is not None:
+                    incoming.setdefault(address.key, address)
+            added = []
+            for key, address in incoming.items():
+                if key not in self._states:
+                    self._states[key] = BrokerState(
+                        address=address,
+                        seed=False,
+                        source=source,
+                        tier=self._tier_for(key),
+                        discovered_at=now,
+                    )
+                    added.append(address)
+            removed = []
+            if action == "replace":
+                for key, state in list(self._states.items()):
+                    if not state.seed and state.source == source and key not in incoming:
+                        del self._states[key]
+                        removed.append(state.address)
+            return TopologyDelta(added=tuple(added), removed=tuple(removed))
+
+    def _sanitize(self, raw: BrokerAddress) -> BrokerAddress | None:
+        address: BrokerAddress | None = raw
+        if self._address_map is not None:
+            address = self._address_map(raw)
+        if address is None:
+            return None
+        template = next((s for s in self._seeds if s.protocol == address.protocol), self._seeds[0])
+        scheme = address.scheme
+        known = self._states.get(address.key)
+        if known is not None and known.address.tls and not address.tls:
+            scheme = known.address.scheme
+        elif not address.tls and all(s.tls for s in self._seeds):
+            scheme = _TLS_SCHEME[address.protocol]
+        return BrokerAddress(
+            scheme=scheme,
+            host=address.host,
+            port=address.port,
+            user=template.user,
+            password=template.password,
+        )
+
+    def _tier_for(self, key: str) -> int:
+        return self._tiers.get(key, self._default_tier)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            body = ", ".join(s.describe() for s in self._states.values())
+        return f"<BrokerPool [{body}]>"

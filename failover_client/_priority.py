@@ -1,0 +1,76 @@
+"""Which broker the connection should be on: pure functions of pool state and policy.
+
+* :func:`tiers_for` turns ``priority_backup`` / ``priority_uris`` (and explicit overrides) into
+  priority tiers: tier 0 is preferred, higher tiers are fall-backs (e.g. the local data centre
+  first, a remote one second).
+* :func:`plan` orders the brokers to try: the best live tier first, the policy balancing inside
+  each tier, each broker once.
+* :func:`better_brokers` names the brokers of a strictly better tier than the current one: what
+  priority backup probes in the background.
+
+Keeping "where should I be" a pure function of (pool state, policy, current broker) is what lets
+client-side rebalancing (rendezvous hashing) plug in later as one more decision here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from failover_client.policies import distinct_plan
+from failover_client.uri import BrokerAddress, FailoverOptions
+
+__all__ = ["PlanPolicy", "better_brokers", "plan", "tiers_for"]
+
+
+class PlanPolicy(Protocol):
+    """The part of :class:`failover_client.policies.BrokerPolicy` the manager uses."""
+
+    def plan(self, candidates: Sequence[str], /) -> list[str]: ...
+
+
+def tiers_for(
+    members: Sequence[BrokerAddress],
+    options: FailoverOptions,
+    overrides: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Priority tier per ``host:port`` key.
+
+    With ``priority_backup``, the ``priority_uris`` (or, when empty, the first member) form tier 0
+    and every other member tier 1; without it every member is tier 0. ``overrides`` (key -> tier)
+    wins over both, so several tiers can be described explicitly.
+    """
+    tiers: dict[str, int] = {}
+    if options.priority_backup and members:
+        preferred = set(options.priority_uris) or {members[0].key}
+        for member in members:
+            tiers[member.key] = 0 if member.key in preferred else 1
+    else:
+        for member in members:
+            tiers[member.key] = 0
+    tiers.update(overrides or {})
+    return tiers
+
+
+def plan(tiers: Sequence[Sequence[BrokerAddress]], policy: PlanPolicy) -> list[BrokerAddress]:
+    """Every broker of ``tiers`` once: tier by tier, in the policy's order inside a tier."""
+    ordered: list[BrokerAddress] = []
+    seen: set[str] = set()
+    for tier in tiers:
+        by_key = {address.key: address for address in tier}
+        keys = list(by_key)
+        for key in distinct_plan(policy.plan(keys), keys):
+            if key in by_key and key not in seen:
+                seen.add(key)
+                ordered.append(by_key[key])
+    return ordered
+
+
+def better_brokers(
+    current: BrokerAddress,
+    tiers: Sequence[Sequence[BrokerAddress]],
+    tier_of: Mapping[str, int],
+) -> list[BrokerAddress]:
+    """Brokers of a strictly better tier than ``current``'s, best tier first."""
+    mine = tier_of.get(current.key, 0)
+    return [a for tier in tiers for a in tier if tier_of.get(a.key, 0) < mine]

@@ -1,0 +1,190 @@
+"""Bookkeeping of sent-but-unconfirmed messages: the confirmation window and the replay list.
+
+The :class:`Outbox` holds every message whose confirmation is still outstanding, in send order,
+with the session it was last written to. After a fail-over the manager asks it for the messages
+not yet written to the new session (:meth:`Outbox.take_for`) and writes them again, in the
+original order and with the same ``failover-message-id``, before any new send: nothing confirmed
+is lost and every duplicate is recognisable by its id.
+
+Two kinds of entries:
+
+* ``confirmed``: sends whose caller waits for (or holds a future of) the confirmation. They are
+  bounded by the window: at most ``confirm_window`` messages and ``max_cache_size`` bytes
+  outstanding (one message larger than the byte budget is let through alone, or it could never
+  be sent); a send that does not fit waits, which is the backpressure.
+* ``tracked``: fire-and-forget sends with ``track_messages=True``. Confirmation is requested so
+  they can be forgotten once the broker has them, but nobody waits: they never block, and when
+  their bytes exceed ``max_cache_size`` the oldest are evicted and will not be replayed
+  (best-effort, like ActiveMQ Classic's message cache).
+
+No locking here: the connection manager calls it under its own lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["MESSAGE_ID_HEADER", "MessageIds", "OutboundMessage", "Outbox"]
+
+MESSAGE_ID_HEADER = "failover-message-id"
+"""The header carrying the message id that stays the same across replays.
+
+A plain custom header: ActiveMQ Classic, Artemis and RabbitMQ all pass unknown STOMP headers /
+AMQP application properties through unchanged (the brokers' own ``message-id`` is rewritten).
+"""
+
+Kind = Literal["confirmed", "tracked"]
+
+
+class MessageIds:
+    """``<prefix>-<n>`` ids: unique per connection, readable in logs, deterministic in tests."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self._prefix}-{next(self._counter)}"
+
+
+@dataclass(eq=False)
+class OutboundMessage:
+    """One message the application handed over, with where it was last written."""
+
+    seq: int
+    message_id: str
+    destination: str
+    body: bytes
+    headers: Mapping[str, str]
+    kind: Kind
+    future: Future[None] | None = None
+    session: object | None = None
+    """The session slot this message was last written to (opaque to the outbox)."""
+    writes: int = 0
+    done: bool = field(default=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+
+class Outbox:
+    """Outstanding confirmations in send order, with the window and the replay cache."""
+
+    def __init__(self, *, window: int, max_bytes: int) -> None:
+        if window < 1:
+            raise ValueError(f"confirm window must be >= 1, got {window}")
+        self._window = window
+        self._max_bytes = max_bytes
+        self._seq = itertools.count(1)
+        self._pending: dict[int, OutboundMessage] = {}
+        self._confirmed_count = 0
+        self._confirmed_bytes = 0
+        self._tracked_bytes = 0
+
+    def new(
+        self,
+        *,
+        message_id: str,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        kind: Kind,
+        future: Future[None] | None = None,
+    ) -> OutboundMessage:
+        """A message not yet in the outbox (it enters with :meth:`add`)."""
+        return OutboundMessage(
+            seq=next(self._seq),
+            message_id=message_id,
+            destination=destination,
+            body=body,
+            headers=headers,
+            kind=kind,
+            future=future,
+        )
+
+    # --- the window ------------------------------------------------------------------------
+
+    def has_room(self, size: int) -> bool:
+        """Whether a confirmed send of ``size`` bytes fits the window now."""
+        if self._confirmed_count == 0:
+            return True
+        return (
+            self._confirmed_count < self._window and self._confirmed_bytes + size <= self._max_bytes
+        )
+
+    def add(self, message: OutboundMessage, session: object) -> list[OutboundMessage]:
+        """Record ``message`` as written to ``session``; returns tracked messages evicted."""
+        message.session = session
+        message.writes += 1
+        self._pending[message.seq] = message
+        if message.kind == "confirmed":
+            self._confirmed_count += 1
+            self._confirmed_bytes += message.size
+            return []
+        self._tracked_bytes += message.size
+        evicted = []
+        for seq, old in list(self._pending.items()):
+            if self._tracked_bytes <= self._max_bytes:
+                break
+            if old.kind == "tracked":
+                del self._pending[seq]
+                self._forget(old)
+                evicted.append(old)
+        return evicted
+
+    # --- outcomes --------------------------------------------------------------------------
+
+    def settle(self, message: OutboundMessage) -> bool:
+        """Remove ``message`` (confirmed, rejected or abandoned); False if it was not pending."""
+        if self._pending.pop(message.seq, None) is None:
+            return False
+        self._forget(message)
+        return True
+
+    def _forget(self, message: OutboundMessage) -> None:
+        message.done = True
+        if message.kind == "confirmed":
+            self._confirmed_count -= 1
+            self._confirmed_bytes -= message.size
+        else:
+            self._tracked_bytes -= message.size
+
+    def take_for(self, session: object) -> list[OutboundMessage]:
+        """Pending messages not yet written to ``session``, oldest first, now assigned to it."""
+        replay = [m for m in self._pending.values() if m.session is not session]
+        for message in replay:
+            message.session = session
+            message.writes += 1
+        return replay
+
+    def clear(self) -> list[OutboundMessage]:
+        """Remove and return everything pending (the connection is closing or gave up)."""
+        pending = list(self._pending.values())
+        for message in pending:
+            self._forget(message)
+        self._pending.clear()
+        return pending
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def written_to(self, session: object) -> int:
+        """How many pending messages were last written to ``session``."""
+        return sum(m.session is session for m in self._pending.values())
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._confirmed_bytes + self._tracked_bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"<Outbox pending={len(self._pending)} window={self._confirmed_count}/{self._window}"
+            f" bytes={self.pending_bytes}>"
+        )

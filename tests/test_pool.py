@@ -1,0 +1,157 @@
+"""BrokerPool: seeds, tiers, quarantine, resurrection, merges of pushed updates."""
+
+from __future__ import annotations
+
+import pytest
+from failover_client.uri import BrokerAddress
+
+from failover_client import BrokerUnavailable, ConfigurationError
+from failover_client._pool import BrokerPool, BrokerState, TopologyDelta
+
+A = BrokerAddress("stomp", "a", 61613, user="app", password="s3cr3t")
+B = BrokerAddress("stomp", "b", 61613)
+C = BrokerAddress("stomp", "c", 61613)
+
+
+def refused(broker: BrokerAddress) -> BrokerUnavailable:
+    return BrokerUnavailable("connection refused", broker=str(broker))
+
+
+def test_seeds_keep_uri_order_and_a_repeated_member_counts_once():
+    pool = BrokerPool([A, B, A])
+    assert [s.key for s in pool.states()] == ["a:61613", "b:61613"]
+    assert all(s.seed and s.source == "uri" for s in pool.states())
+    assert pool.by_tier(0.0) == [[A, B]]
+
+
+def test_a_pool_needs_a_broker_and_sane_quarantine():
+    with pytest.raises(ConfigurationError, match="at least one broker"):
+        BrokerPool([])
+    with pytest.raises(ConfigurationError, match="quarantine"):
+        BrokerPool([A], quarantine_base=5.0, quarantine_max=1.0)
+
+
+def test_tiers_group_brokers_best_first():
+    pool = BrokerPool([A, B, C], tiers={"c:61613": 0}, default_tier=1)
+    assert pool.by_tier() == [[C], [A, B]]
+    assert pool.tier_of(A) == 1
+    assert pool.tier_of(BrokerAddress("stomp", "z", 1)) == 1
+
+
+def test_quarantine_grows_with_consecutive_failures_up_to_the_cap():
+    pool = BrokerPool([A, B], quarantine_base=1.0, quarantine_max=3.0)
+    untils = [pool.record_failure(B, refused(B), now=10.0).quarantined_until for _ in range(4)]
+    assert untils == [11.0, 12.0, 13.0, 13.0]
+    state = pool.state("b:61613")
+    assert state.failures == 4
+    assert state.last_error == "BrokerUnavailable: stomp://b:61613: connection refused"
+    assert pool.by_tier(12.9) == [[A]]
+    assert pool.quarantined(12.9) == [B]
+    assert pool.by_tier(13.0) == [[A, B]]
+
+
+def test_success_resets_failures_and_quarantine():
+    pool = BrokerPool([A])
+    pool.record_failure(A, refused(A), now=0.0)
+    state = pool.record_success(A)
+    assert (state.failures, state.quarantined_until) == (0, None)
+    assert state.last_error is not None  # kept for diagnosis
+
+
+def test_quarantined_brokers_are_released_soonest_first():
+    pool = BrokerPool([A, B, C])
+    pool.record_failure(A, refused(A), now=0.0)
+    pool.record_failure(A, refused(A), now=0.0)  # until 2.0
+    pool.record_failure(B, refused(B), now=0.5)  # until 1.5
+    assert pool.by_tier(0.6) == [[C]]
+    assert pool.quarantined(0.6) == [B, A]
+
+
+def test_merge_add_and_replace_never_remove_seeds():
+    pool = BrokerPool([A, B])
+    delta = pool.merge([C], "add", source="amqp", now=5.0)
+    assert delta == TopologyDelta(added=(pool.state("c:61613").address,))
+    discovered = pool.state("c:61613")
+    assert (discovered.seed, discovered.source, discovered.age(7.0)) == (False, "amqp", 2.0)
+    delta = pool.merge([], "replace", source="amqp", now=6.0)
+    assert [a.key for a in delta.removed] == ["c:61613"]
+    assert [s.key for s in pool.states()] == ["a:61613", "b:61613"]
+
+
+def test_replace_only_touches_the_same_sources_discoveries():
+    pool = BrokerPool([A])
+    d = BrokerAddress("stomp", "d", 61613)
+    pool.merge([C], "add", source="dns", now=0.0)
+    pool.merge([d], "replace", source="amqp", now=0.0)
+    assert [s.key for s in pool.states()] == ["a:61613", "c:61613", "d:61613"]
+
+
+def test_ignore_changes_nothing():
+    pool = BrokerPool([A])
+    assert not pool.merge([C], "ignore", source="amqp", now=0.0).changed
+    assert "c:61613" not in pool
+
+
+def test_pushed_entries_lose_options_and_take_the_seeds_credentials():
+    pool = BrokerPool([A])
+    pushed = BrokerAddress(
+        "stomp", "c", 61613, user="evil", password="x", params=(("randomize", "false"),)
+    )
+    pool.merge([pushed], "add", source="amqp", now=0.0)
+    address = pool.state("c:61613").address
+    assert (address.user, address.password, address.params) == ("app", "s3cr3t", ())
+
+
+def test_pushed_entries_never_downgrade_tls():
+    tls_seed = BrokerAddress("stomp+ssl", "a", 61612)
+    pool = BrokerPool([tls_seed])
+    pool.merge([BrokerAddress("stomp", "a", 61612)], "add", source="amqp", now=0.0)
+    assert pool.state("a:61612").address.scheme == "stomp+ssl"
+    # Every seed uses TLS: a plain pushed entry is upgraded.
+    pool.merge([BrokerAddress("stomp", "n", 61612)], "add", source="amqp", now=0.0)
+    assert pool.state("n:61612").address.scheme == "stomp+ssl"
+
+
+def test_a_known_tls_discovery_stays_tls_when_pushed_plain_again():
+    pool = BrokerPool([B])
+    pool.merge([BrokerAddress("amqps", "x", 5671)], "add", source="amqp", now=0.0)
+    pool.merge([BrokerAddress("amqp", "x", 5671)], "add", source="amqp", now=1.0)
+    assert pool.state("x:5671").address.scheme == "amqps"
+
+
+def test_address_map_rewrites_or_drops_pushed_entries():
+    def reachable(address: BrokerAddress) -> BrokerAddress | None:
+        if address.host.startswith("10."):
+            return BrokerAddress(address.scheme, "gw.example", address.port + 1000)
+        if address.host == "hidden":
+            return None
+        return address
+
+    pool = BrokerPool([B], address_map=reachable)
+    delta = pool.merge(
+        [BrokerAddress("stomp", "10.0.0.5", 61613), BrokerAddress("stomp", "hidden", 1)],
+        "replace",
+        source="amqp",
+        now=0.0,
+    )
+    assert [a.key for a in delta.added] == ["gw.example:62613"]
+
+
+def test_repr_shows_state_and_no_secret():
+    pool = BrokerPool([A, B], tiers={"b:61613": 1})
+    pool.record_failure(B, refused(B), now=0.0)
+    pool.merge([C], "add", source="dns", now=0.0)
+    text = repr(pool)
+    assert text == (
+        "<BrokerPool [a:61613 seed tier=0, b:61613 seed tier=1 failures=1 quarantined_until=1"
+        " last_error='BrokerUnavailable: stomp://b:61613: connection refused',"
+        " c:61613 discovered(dns) tier=0]>"
+    )
+    assert "s3cr3t" not in text
+
+
+def test_state_validates_itself():
+    with pytest.raises(ConfigurationError, match="negative tier"):
+        BrokerState(address=A, seed=True, tier=-1)
+    with pytest.raises(KeyError, match="no broker 'z:1'"):
+        BrokerPool([A]).state("z:1")
