@@ -1,0 +1,137 @@
+"""broker.xml and log4j.properties for one ActiveMQ Classic broker (pure text rendering)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from xml.sax.saxutils import quoteattr
+
+from ._model import Connector, TlsOptions
+
+__all__ = ["LOG4J_PROPERTIES", "ActiveMQConfig", "render_broker_xml"]
+
+# The network flags that make a broker tell clients about its peers (see BROKERS.md).
+_CLUSTER_FLAGS = (
+    'updateClusterClients="true" rebalanceClusterClients="true" updateClusterClientsOnRemove="true"'
+)
+
+# A bridge to a peer that went away is retried quickly and at a steady pace; the default
+# (exponential back-off to 30 s) would make a restarted peer invisible for seconds.
+NETWORK_RECONNECT = "initialReconnectDelay=100&maxReconnectDelay=1000&useExponentialBackOff=false"
+
+# The Debian build logs through log4j 1.2 (slf4j-log4j12 in lib/optional), so this file name
+# and syntax, found on the classpath through the conf directory.
+LOG4J_PROPERTIES = """\
+log4j.rootLogger=INFO, out
+log4j.logger.org.springframework=WARN
+log4j.logger.org.apache.xbean=WARN
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d{HH:mm:ss,SSS} %-5p [%t] %c{1} | %m%n
+"""
+
+
+@dataclass(frozen=True)
+class ActiveMQConfig:
+    """Everything that differs between brokers of a cluster."""
+
+    broker_name: str
+    data_dir: str
+    host: str
+    stomp_port: int
+    openwire_port: int
+    network_peers: Sequence[str] = ()  # peer OpenWire addresses "host:port"
+    advertise: str = "stomp"
+    tls: TlsOptions | None = None
+    ssl_port: int | None = None
+    extra: Mapping[Connector, int] | None = None
+
+
+def _connector(name: str, uri: str, flags: bool) -> str:
+    extra = f" {_CLUSTER_FLAGS}" if flags else ""
+    return f"      <transportConnector name={quoteattr(name)} uri={quoteattr(uri)}{extra}/>"
+
+
+def _transport_connectors(cfg: ActiveMQConfig) -> list[str]:
+    flags = bool(cfg.network_peers)
+    stomp = _connector("stomp", f"stomp://{cfg.host}:{cfg.stomp_port}", flags)
+    openwire = _connector("openwire", f"tcp://{cfg.host}:{cfg.openwire_port}", flags)
+    # A broker advertises the FIRST connector that carries the update flags.
+    lines = [stomp, openwire] if cfg.advertise == "stomp" else [openwire, stomp]
+    if cfg.tls is not None and cfg.ssl_port is not None:
+        query = "?needClientAuth=true" if cfg.tls.need_client_auth else ""
+        lines.append(
+            _connector("stomp+ssl", f"stomp+ssl://{cfg.host}:{cfg.ssl_port}{query}", False)
+        )
+    for conn, port in (cfg.extra or {}).items():
+        query = f"?{conn.query}" if conn.query else ""
+        lines.append(_connector(conn.name, f"{conn.scheme}://{cfg.host}:{port}{query}", False))
+    return lines
+
+
+def _ssl_context(tls: TlsOptions) -> list[str]:
+    attrs = [
+        f"keyStore={quoteattr('file:' + str(tls.keystore))}",
+        f"keyStorePassword={quoteattr(tls.keystore_password)}",
+        'keyStoreType="pkcs12"',
+    ]
+    if tls.truststore is not None:
+        attrs += [
+            f"trustStore={quoteattr('file:' + str(tls.truststore))}",
+            f"trustStorePassword={quoteattr(tls.truststore_password or '')}",
+            'trustStoreType="pkcs12"',
+        ]
+    return ["    <sslContext>", f"      <sslContext {' '.join(attrs)}/>", "    </sslContext>"]
+
+
+def render_broker_xml(cfg: ActiveMQConfig) -> str:
+    """The Spring/xbean file for ``xbean:file:``. Elements are in alphabetical order, which
+    every ActiveMQ schema version accepts."""
+    out = [
+        '<beans xmlns="http://www.springframework.org/schema/beans"',
+        '       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"',
+        '       xsi:schemaLocation="http://www.springframework.org/schema/beans'
+        " http://www.springframework.org/schema/beans/spring-beans.xsd"
+        " http://activemq.apache.org/schema/core"
+        ' http://activemq.apache.org/schema/core/activemq-core.xsd">',
+        '  <broker xmlns="http://activemq.apache.org/schema/core"'
+        f" brokerName={quoteattr(cfg.broker_name)} dataDirectory={quoteattr(cfg.data_dir)}"
+        ' useJmx="false" schedulerSupport="false" persistent="true" advisorySupport="true">',
+    ]
+    if cfg.network_peers:
+        out.append("    <networkConnectors>")
+        for peer in cfg.network_peers:
+            uri = f"static:(tcp://{peer})?{NETWORK_RECONNECT}"
+            out.append(
+                f"      <networkConnector name={quoteattr('bridge-to-' + peer)}"
+                f' uri={quoteattr(uri)} duplex="false"/>'
+            )
+        out.append("    </networkConnectors>")
+    out += [
+        "    <persistenceAdapter>",
+        f"      <kahaDB directory={quoteattr(cfg.data_dir + '/kahadb')}/>",
+        "    </persistenceAdapter>",
+        # Answers queue-depth questions over STOMP (ActiveMQ.Statistics.Destination.<name>).
+        "    <plugins>",
+        "      <statisticsBrokerPlugin/>",
+        "    </plugins>",
+    ]
+    if cfg.tls is not None:
+        out += _ssl_context(cfg.tls)
+    out += [
+        # Limits that fit a test machine; the defaults (100 GB store) only produce warnings.
+        "    <systemUsage>",
+        "      <systemUsage>",
+        '        <memoryUsage><memoryUsage percentOfJvmHeap="70"/></memoryUsage>',
+        '        <storeUsage><storeUsage limit="2 gb"/></storeUsage>',
+        '        <tempUsage><tempUsage limit="1 gb"/></tempUsage>',
+        "      </systemUsage>",
+        "    </systemUsage>",
+        "    <transportConnectors>",
+        *_transport_connectors(cfg),
+        "    </transportConnectors>",
+        "  </broker>",
+        "</beans>",
+        "",
+    ]
+    return "\n".join(out)

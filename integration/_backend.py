@@ -1,0 +1,80 @@
+"""Which backend runs a cluster: local processes or containers.
+
+Order of precedence: the ``backend`` argument (the pytest option ``--broker-backend``), then
+the environment variable ``FAILOVER_BROKER_BACKEND``, then ``auto``. ``auto`` prefers local
+processes (fast, no engine needed) and falls back to Docker; Artemis has no local install, so
+for it ``auto`` means Docker. When nothing can run the kind, ``BackendUnavailable`` says why
+(the pytest plugin turns that into a skip with that reason).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ._activemq import activemq_missing, build_activemq_cluster
+from ._cluster import Cluster
+from ._docker import build_docker_cluster, docker_missing
+from ._errors import BackendUnavailable
+from ._model import BrokerKind, ClusterSpec
+from ._rabbitmq import build_rabbitmq_cluster, rabbitmq_missing
+
+__all__ = ["BACKENDS", "BACKEND_ENV", "choose_backend", "start_cluster"]
+
+BACKEND_ENV = "FAILOVER_BROKER_BACKEND"
+BACKENDS = ("auto", "local", "docker")
+
+_LOCAL: dict[BrokerKind, tuple[Callable[[], str | None], Callable[[ClusterSpec, Path], Cluster]]]
+_LOCAL = {
+    BrokerKind.ACTIVEMQ: (activemq_missing, build_activemq_cluster),
+    BrokerKind.RABBITMQ: (rabbitmq_missing, build_rabbitmq_cluster),
+}
+
+
+def _local_missing(kind: BrokerKind) -> str | None:
+    if kind not in _LOCAL:
+        return f"{kind.value} has no local install (no Debian package); it needs Docker"
+    return _LOCAL[kind][0]()
+
+
+def choose_backend(kind: BrokerKind | str, requested: str | None = None) -> str:
+    """``"local"`` or ``"docker"`` for ``kind``; raises BackendUnavailable with the reasons."""
+    kind = BrokerKind(kind)
+    choice = requested or os.environ.get(BACKEND_ENV) or "auto"
+    if choice not in BACKENDS:
+        source = "backend argument" if requested else BACKEND_ENV
+        raise ValueError(f"{source}={choice!r}: choose one of {', '.join(BACKENDS)}")
+    if choice in ("auto", "local"):
+        local = _local_missing(kind)
+        if local is None:
+            return "local"
+        if choice == "local":
+            raise BackendUnavailable(f"local backend for {kind.value}: {local}")
+    else:
+        local = None
+    remote = docker_missing(kind)
+    if remote is None:
+        return "docker"
+    reasons = f"{local}; docker: {remote}" if local else remote
+    raise BackendUnavailable(f"cannot run {kind.value} here: {reasons}")
+
+
+def start_cluster(spec: ClusterSpec, root: Path, backend: str | None = None) -> Cluster:
+    """Build and start the cluster ``spec`` under ``root``; brokers are ready on return.
+
+    If start-up fails, whatever was started is stopped again before the error propagates.
+    """
+    chosen = choose_backend(spec.kind, backend)
+    if chosen == "local":
+        cluster = _LOCAL[spec.kind][1](spec, root)
+    else:
+        cluster = build_docker_cluster(spec, root)
+    try:
+        cluster.start()
+    except BaseException:
+        for broker in cluster:
+            broker.kill()
+        cluster.close()
+        raise
+    return cluster

@@ -1,0 +1,343 @@
+"""Raw-library helpers that tests use to put messages in and count what came out.
+
+They speak to ONE broker through its own protocol with the plain libraries (stomp.py, proton),
+never through failover_client, so a test can compare what the library under test claims with
+what the brokers really hold. Sends wait for a STOMP receipt / AMQP settlement per message:
+without that a SIGKILL loses what was still in socket buffers, and the count would lie.
+
+Waits are on a condition variable fed by the library's I/O thread, not sleeps.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import stomp
+from proton import Data, Link, Message, ProtonException, Timeout, symbol
+from proton.reactor import LinkOption
+from proton.utils import BlockingConnection
+
+from ._errors import ClientError
+from ._model import ReceivedMessage
+
+__all__ = ["Capabilities", "StompSession", "amqp_drain", "amqp_send"]
+
+
+def _as_bytes(body: object) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode()
+    return repr(body).encode()
+
+
+class _Listener(stomp.ConnectionListener):  # type: ignore[misc]  # untyped base class
+    """Collects what the stomp.py I/O thread reports, under one condition variable."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.connected = False
+        self.disconnected = False
+        self.errors: list[str] = []
+        self.receipts: set[str] = set()
+        self.messages: list[ReceivedMessage] = []
+        self.ack_with: Any = None  # the connection, when messages are to be acked one by one
+
+    def moved_since(self, count: int) -> bool:
+        """More than ``count`` messages, or the end of the session (call holding ``cond``)."""
+        return len(self.messages) > count or self.disconnected or bool(self.errors)
+
+    def on_connected(self, frame: Any) -> None:
+        with self.cond:
+            self.connected = True
+            self.cond.notify_all()
+
+    def on_disconnected(self) -> None:
+        with self.cond:
+            self.disconnected = True
+            self.cond.notify_all()
+
+    def on_error(self, frame: Any) -> None:
+        with self.cond:
+            self.errors.append(f"{frame.headers.get('message', '')} {_as_bytes(frame.body)!r}")
+            self.cond.notify_all()
+
+    def on_receipt(self, frame: Any) -> None:
+        with self.cond:
+            self.receipts.add(frame.headers["receipt-id"])
+            self.cond.notify_all()
+
+    def on_message(self, frame: Any) -> None:
+        if self.ack_with is not None:
+            # STOMP 1.2: a message of a client-ack subscription names its ack id.
+            self.ack_with.ack(frame.headers["ack"])
+        with self.cond:
+            self.messages.append(ReceivedMessage(_as_bytes(frame.body), dict(frame.headers)))
+            self.cond.notify_all()
+
+
+class StompSession:
+    """One stomp.py connection with waits that have deadlines.
+
+    stomp.py's ``connect(wait=True)`` has no timeout (it blocks for good on a hung broker), so
+    the handshake is started without waiting and the CONNECTED frame awaited here.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        login: str | None = None,
+        passcode: str | None = None,
+        vhost: str | None = None,
+        timeout: float = 5.0,
+    ) -> None:
+        self.where = f"stomp://{host}:{port}"
+        self._timeout = timeout
+        self._listener = _Listener()
+        self.conn = stomp.Connection12(
+            [(host, port)],
+            heartbeats=(0, 0),
+            reconnect_attempts_max=1,  # this helper never reconnects: a drop is a failure
+            auto_decode=False,
+            timeout=timeout,
+            vhost=vhost,
+        )
+        self.conn.set_listener("harness", self._listener)
+        try:
+            self.conn.connect(login, passcode, wait=False)
+        except stomp.exception.StompException as exc:
+            raise ClientError(f"{self.where}: connect failed: {exc!r}") from exc
+        self._wait_for(lambda: self._listener.connected, "CONNECTED")
+
+    def __enter__(self) -> StompSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.conn.is_connected():
+            self.conn.disconnect()
+
+    def _wait_for(self, condition: Any, what: str, timeout: float | None = None) -> None:
+        listener = self._listener
+        with listener.cond:
+            ok = listener.cond.wait_for(
+                lambda: condition() or listener.errors or listener.disconnected,
+                timeout if timeout is not None else self._timeout,
+            )
+            if listener.errors:
+                raise ClientError(
+                    f"{self.where}: ERROR frame while waiting for {what}: {listener.errors[0]}"
+                )
+            if not condition():
+                state = "disconnected" if listener.disconnected else f"no answer ({ok=})"
+                raise ClientError(f"{self.where}: {state} while waiting for {what}")
+
+    def send(
+        self,
+        destination: str,
+        bodies: Iterable[bytes | str],
+        headers: Mapping[str, str] | None = None,
+        persistent: bool = True,
+    ) -> int:
+        """Send each body with a receipt and return once every receipt has come back."""
+        pending: set[str] = set()
+        count = 0
+        for body in bodies:
+            receipt = uuid.uuid4().hex
+            all_headers = {"persistent": "true" if persistent else "false", **(headers or {})}
+            self.conn.send(destination, body, headers=all_headers, receipt=receipt)
+            pending.add(receipt)
+            count += 1
+        listener = self._listener
+        self._wait_for(lambda: pending <= listener.receipts, f"{len(pending)} receipts")
+        return count
+
+    def subscribe(
+        self,
+        destination: str,
+        headers: Mapping[str, str] | None = None,
+        ack: str = "client-individual",
+        auto_ack: bool = True,
+    ) -> str:
+        """SUBSCRIBE; with a client ack mode each message is acked on arrival if ``auto_ack``.
+
+        Acking on arrival (not ``ack:auto``) means only messages this session really read are
+        removed: whatever is still in flight when it closes goes back to the queue.
+        """
+        sub_id = uuid.uuid4().hex
+        if ack != "auto" and auto_ack:
+            self._listener.ack_with = self.conn
+        self.conn.subscribe(destination, id=sub_id, ack=ack, headers=dict(headers or {}))
+        return sub_id
+
+    def unsubscribe(self, sub_id: str) -> None:
+        """UNSUBSCRIBE and wait for its receipt (so the broker has acted on what came before)."""
+        receipt = uuid.uuid4().hex
+        self.conn.unsubscribe(id=sub_id, headers={"receipt": receipt})
+        listener = self._listener
+        self._wait_for(lambda: receipt in listener.receipts, "UNSUBSCRIBE receipt")
+
+    def collect(
+        self, timeout: float, idle: float, expect: int | None = None
+    ) -> list[ReceivedMessage]:
+        """Messages received so far and until ``idle`` s pass without one (max ``timeout``).
+
+        With ``expect``, keep waiting (up to ``timeout``) until at least that many arrived,
+        then still until ``idle`` passes, so duplicates after the expected ones are seen too.
+        """
+        listener = self._listener
+        end = time.monotonic() + timeout
+        with listener.cond:
+            while True:
+                seen = len(listener.messages)
+                left = end - time.monotonic()
+                if left <= 0 or listener.disconnected or listener.errors:
+                    break
+                need_more = expect is not None and seen < expect
+                listener.cond.wait_for(
+                    functools.partial(listener.moved_since, seen),
+                    left if need_more else min(idle, left),
+                )
+                if len(listener.messages) == seen and not need_more:
+                    break
+            if listener.errors:
+                raise ClientError(f"{self.where}: ERROR frame while draining: {listener.errors[0]}")
+            return list(listener.messages)
+
+    def wait_for_message(
+        self, predicate: Callable[[ReceivedMessage], bool], timeout: float, after: int = 0
+    ) -> ReceivedMessage:
+        """The first message (from index ``after`` on) that satisfies ``predicate``.
+
+        Raises ClientError when none arrives within ``timeout``.
+        """
+        listener = self._listener
+
+        def find() -> ReceivedMessage | None:
+            return next((m for m in listener.messages[after:] if predicate(m)), None)
+
+        with listener.cond:
+            listener.cond.wait_for(
+                lambda: find() is not None or listener.disconnected or bool(listener.errors),
+                timeout,
+            )
+            found = find()
+            if found is None:
+                raise ClientError(
+                    f"{self.where}: no matching message within {timeout}s "
+                    f"({len(listener.messages) - after} others arrived)"
+                )
+            return found
+
+    @property
+    def messages(self) -> list[ReceivedMessage]:
+        with self._listener.cond:
+            return list(self._listener.messages)
+
+
+class Capabilities(LinkOption):
+    """Terminus capabilities, e.g. ``queue`` (Artemis then routes ANYCAST, as for a JMS queue)."""
+
+    def __init__(self, *capabilities: str) -> None:
+        self.capabilities = capabilities
+
+    def apply(self, link: Link) -> None:
+        terminus = link.target if link.is_sender else link.source
+        data = terminus.capabilities
+        data.put_array(False, Data.SYMBOL)
+        data.enter()
+        for capability in self.capabilities:
+            data.put_symbol(symbol(capability))
+        data.exit()
+
+
+def amqp_send(
+    url: str,
+    address: str,
+    bodies: Iterable[bytes | str],
+    durable: bool = True,
+    properties: Mapping[str, str] | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    timeout: float = 5.0,
+    capabilities: Sequence[str] = (),
+) -> int:
+    """Send each body and return once each delivery is settled (accepted) by the broker."""
+    conn = _amqp_connect(url, user, password, timeout)
+    count = 0
+    try:
+        sender = conn.create_sender(address, options=Capabilities(*capabilities))
+        for body in bodies:
+            # BlockingSender.send waits for the disposition and raises unless accepted.
+            sender.send(Message(body=body, durable=durable, properties=dict(properties or {})))
+            count += 1
+    except ProtonException as exc:
+        raise ClientError(f"{url}: send to {address} failed after {count}: {exc!r}") from exc
+    finally:
+        conn.close()
+    return count
+
+
+def amqp_drain(
+    url: str,
+    address: str,
+    timeout: float = 5.0,
+    idle: float = 0.5,
+    expect: int | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    capabilities: Sequence[str] = (),
+) -> list[ReceivedMessage]:
+    """Receive and accept messages until ``idle`` s pass without one (see StompSession.collect)."""
+    conn = _amqp_connect(url, user, password, timeout)
+    got: list[ReceivedMessage] = []
+    end = time.monotonic() + timeout
+    try:
+        receiver = conn.create_receiver(address, credit=256, options=Capabilities(*capabilities))
+        while (left := end - time.monotonic()) > 0:
+            need_more = expect is not None and len(got) < expect
+            try:
+                msg = receiver.receive(timeout=left if need_more else min(idle, left))
+            except Timeout:
+                if need_more:
+                    continue
+                break
+            receiver.accept()
+            properties: dict[object, object] = msg.properties or {}
+            headers = {str(k): str(v) for k, v in properties.items()}
+            if msg.id is not None:
+                headers["message-id"] = str(msg.id)
+            headers["durable"] = str(bool(msg.durable)).lower()
+            got.append(ReceivedMessage(_as_bytes(msg.body), headers))
+    except ProtonException as exc:
+        raise ClientError(f"{url}: drain of {address} failed after {len(got)}: {exc!r}") from exc
+    finally:
+        conn.close()
+    return got
+
+
+def _amqp_connect(
+    url: str, user: str | None, password: str | None, timeout: float
+) -> BlockingConnection:
+    try:
+        return BlockingConnection(
+            url,
+            timeout=timeout,
+            user=user,
+            password=password,
+            allowed_mechs="PLAIN" if user else "ANONYMOUS",
+        )
+    except (ProtonException, OSError) as exc:
+        raise ClientError(f"{url}: AMQP open failed: {exc!r}") from exc
