@@ -1,4 +1,9 @@
-"""failover-client: one connection to a group of STOMP / AMQP 1.0 brokers that fails over."""
+"""failover-client: one connection to a group of STOMP / AMQP 1.0 brokers that fails over.
+
+The public surface is re-exported here; everything in a ``_module`` is private. URI parsing lives
+in :mod:`failover_client.uri`, broker-selection policies in :mod:`failover_client.policies`, and
+test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
+"""
 
 from __future__ import annotations
 
@@ -20,26 +25,76 @@ from ._errors import (
     TLSFailure,
     URIError,
 )
-from .uri import BrokerAddress, FailoverOptions
+from ._events import (
+    AckDropped,
+    Closed,
+    Connected,
+    Disconnected,
+    Event,
+    FailedOver,
+    GaveUp,
+    HandlerError,
+    Listener,
+    ListenerError,
+    PriorityRestored,
+    ReconnectAttempt,
+    ReconnectWarning,
+    StandbyConnected,
+    StandbyLost,
+    TopologyChanged,
+)
+from ._manager import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
+from ._pool import BrokerPool, BrokerState, TopologyDelta
+from ._schedule import ReconnectSchedule, ScheduleRun
+from ._subscriptions import Message, Subscription
+from .uri import BrokerAddress, FailoverOptions, FailoverURI, parse
 
 __all__ = [
+    "MESSAGE_ID_HEADER",
+    "AckDropped",
     "AllBrokersFailed",
     "AuthenticationFailed",
     "BrokerAddress",
+    "BrokerPool",
+    "BrokerState",
     "BrokerUnavailable",
     "Clock",
+    "Closed",
     "ConfigurationError",
+    "Connected",
     "ConnectionClosed",
     "ConnectionFailure",
+    "Disconnected",
+    "Event",
+    "FailedOver",
     "FailoverClientError",
+    "FailoverConnection",
     "FailoverOptions",
+    "FailoverTarget",
+    "FailoverURI",
+    "GaveUp",
+    "HandlerError",
+    "Listener",
+    "ListenerError",
+    "Message",
     "OptionError",
     "PolicyError",
+    "PriorityRestored",
     "ProtocolViolation",
+    "ReconnectAttempt",
+    "ReconnectSchedule",
+    "ReconnectWarning",
+    "ScheduleRun",
     "SendFailure",
     "SendRejected",
     "SendTimeout",
+    "StandbyConnected",
+    "StandbyLost",
+    "Subscription",
     "SystemClock",
     "TLSFailure",
+    "TopologyChanged",
+    "TopologyDelta",
     "URIError",
+    "parse",
 ]
