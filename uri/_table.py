@@ -273,7 +273,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _f("confirmWindow", ("confirm_window",), "positive_int", "1024",
        "Unconfirmed sends allowed per connection before send waits."),
     _f("policy", ("policy",), "policy", "",
-       "Registered broker-selection policy name; empty: from randomize (random or "
+       "Registered broker-selection policy name; empty: from randomize (shuffle or "
        "first-element)."),
     _f("clientId", ("client_id",), "text", "",
        "Stable client id for rendezvous-hash placement; empty: a random id per connection."),
