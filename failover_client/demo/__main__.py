@@ -1,0 +1,7 @@
+"""``python -m failover_client.demo``."""
+
+from __future__ import annotations
+
+from ._app import main
+
+raise SystemExit(main())

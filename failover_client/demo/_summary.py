@@ -1,0 +1,91 @@
+"""The end-of-run numbers: sent, confirmed, received, lost, duplicates, failover times."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from failover_client.cli._output import Table
+
+from ._record import FailoverTime, Snapshot
+
+__all__ = ["Summary", "summarize", "summary_tables"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the run proved. ``lost`` holds confirmed ids found nowhere (must be empty)."""
+
+    sent: int
+    confirmed: int
+    unconfirmed: int
+    received: int
+    drained: int
+    lost: tuple[str, ...]
+    duplicates: int
+    failovers: tuple[FailoverTime, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No confirmed message was lost."""
+        return not self.lost
+
+
+def summarize(snapshot: Snapshot, drained_ids: Iterable[str]) -> Summary:
+    """Check every confirmed id against the consumer's deliveries and the final drain.
+
+    A confirmed message counts as delivered when the consumer got it, or when it still sat on
+    a broker at the end (found by draining every broker). Every delivery of an id after its
+    first one, consumer and drain together, is a duplicate (at-least-once re-sends).
+    """
+    drained = list(drained_ids)
+    deliveries = Counter(message_id for _, message_id, _ in snapshot.received)
+    deliveries.update(drained)
+    confirmed_ids = [message_id for _, message_id, _ in snapshot.confirmed]
+    lost = tuple(sorted((m for m in set(confirmed_ids) if m not in deliveries), key=_order))
+    duplicates = sum(count - 1 for count in deliveries.values())
+    return Summary(
+        sent=snapshot.sent,
+        confirmed=len(set(confirmed_ids)),
+        unconfirmed=len(snapshot.unconfirmed),
+        received=len(snapshot.received),
+        drained=len(drained),
+        lost=lost,
+        duplicates=duplicates,
+        failovers=snapshot.failovers,
+    )
+
+
+def _order(message_id: str) -> tuple[str, int]:
+    # Ids are "<prefix>-<n>": sort numerically so the first lost ids print first.
+    prefix, _, number = message_id.rpartition("-")
+    return (prefix, int(number)) if number.isdigit() else (message_id, -1)
+
+
+def summary_tables(summary: Summary) -> list[Table]:
+    """The summary and the failover times, as tables for the terminal or a log."""
+    counts = Table(
+        "summary",
+        ("sent", "confirmed", "not confirmed", "received", "left on brokers", "lost", "duplicates"),
+        (
+            (
+                str(summary.sent),
+                str(summary.confirmed),
+                str(summary.unconfirmed),
+                str(summary.received),
+                str(summary.drained),
+                str(len(summary.lost)),
+                str(summary.duplicates),
+            ),
+        ),
+    )
+    moves = Table(
+        "failovers",
+        ("at s", "client", "from", "to", "kind", "ms"),
+        tuple(
+            (f"{f.t:.1f}", f.client, f.from_label, f.to_label, f.kind, f"{f.ms:.0f}")
+            for f in summary.failovers
+        ),
+    )
+    return [counts, moves]
