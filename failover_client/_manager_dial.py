@@ -123,6 +123,16 @@ class Dialer:
         self._pool.record_success(address)
         return slot
 
+    def lost(self, slot: Slot) -> None:
+        """A session in use died: count it as a failure, so the next plan tries it last.
+
+        A hung broker (SIGSTOP) still accepts TCP through its backlog; trying it first again
+        would spend a whole connect timeout before reaching a healthy broker. ActiveMQ Classic
+        moves a failed URI to the end of its list for the same reason.
+        """
+        cause = slot.cause or BrokerUnavailable("connection lost", broker=str(slot.address))
+        self._pool.record_failure(slot.address, cause, self._clock.monotonic())
+
     def dial(self, *, startup: bool) -> DialOutcome:
         """Run until a broker handshakes; raises AllBrokersFailed, the fatal error, Interrupted."""
         started = self._clock.monotonic()

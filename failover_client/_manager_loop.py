@@ -122,6 +122,7 @@ class Supervisor:
                 self.first_outcome.set()
                 previous = self._serve(outcome.slot)
                 lost_at = self._clock.monotonic()
+                self._dialer.lost(previous)
         except Interrupted:
             pass
         except ConnectionFailure as exc:

@@ -175,10 +175,10 @@ def test_failover_after_loss_uses_runtime_delay_and_reports_events():
         rig.connector.behave(A, "refuse")
         rig.connector.session(A).kill()
         failed_over = rig.events.wait_for(FailedOver)
-        # Runtime Classic run: first wait is initialReconnectDelay (10 ms), then a (quarantined
-        # for nothing: it was never refused before) is tried first, then b.
+        # Runtime Classic run: the first wait is initialReconnectDelay (10 ms). The lost broker
+        # counts as a failure and goes to the end of the plan, so b is tried first.
         assert failed_over == FailedOver("stomp://a:61613", "stomp://b:61613", 0.01)
-        assert rig.connector.attempts[1:] == [("a:61613", 0.01), ("b:61613", 0.01)]
+        assert rig.connector.attempts[1:] == [("b:61613", 0.01)]
         disconnected = rig.events.wait_for(Disconnected)
         assert disconnected.broker == "stomp://a:61613"
         assert isinstance(disconnected.cause, BrokerUnavailable)
@@ -186,14 +186,26 @@ def test_failover_after_loss_uses_runtime_delay_and_reports_events():
 
 
 def test_quarantined_broker_is_tried_after_the_live_ones():
-    rig = make((A, B))
+    rig = make((A, B, C))
     rig.connector.behave(A, "refuse", "accept")
     with running(rig):
         assert rig.conn.broker == "stomp://b:61613"
         rig.connector.session(B).kill()
         rig.events.wait_for(FailedOver)
-        # a refused 10 ms ago and is quarantined for 1 s: the plan is [b, a], b answers.
-        assert rig.connector.attempted() == ["a:61613", "b:61613", "b:61613"]
+        # a refused and b was just lost: both are quarantined, so the live c goes first.
+        assert rig.conn.broker == "stomp://c:61613"
+        assert rig.connector.attempted() == ["a:61613", "b:61613", "c:61613"]
+
+
+def test_a_lost_broker_is_tried_last_even_when_it_comes_back_at_once():
+    rig = make((A, B))
+    with running(rig):
+        rig.connector.session(A).kill()
+        rig.events.wait_for(FailedOver)
+        # a would accept again, but a hung broker also "accepts" (TCP backlog): trying it
+        # first would cost a connect timeout, so the plan after a loss is [b, a].
+        assert rig.connector.attempted() == ["a:61613", "b:61613"]
+        assert rig.conn.broker == "stomp://b:61613"
 
 
 def test_close_interrupts_the_backoff_wait_at_once():
