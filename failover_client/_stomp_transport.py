@@ -111,6 +111,11 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self.socket = sock
         self.current_host_and_port = self._address
 
+    def shutdown_queue(self) -> None:
+        # stomp.py's own version forgets the selector without closing it, so its epoll
+        # descriptor would stay open until garbage collection.
+        self._drop_queue()
+
     def _drop_queue(self) -> None:
         if self.sel is not None:
             self.sel.close()

@@ -1,0 +1,174 @@
+"""The example programs, run as a user runs them, against a network of brokers that loses one.
+
+``examples/producer.py`` and ``examples/consumer.py`` run as subprocesses on the same queue of
+a three-broker ActiveMQ network (the brokers forward queued messages to wherever a consumer
+is). The broker both use is SIGKILLed while they run, and restarted so what it stored can flow
+on; the consumer must end up with every message the producer printed as confirmed. Both
+programs must also end cleanly on Ctrl-C (SIGINT).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.brokers import Cluster
+from integration.test_failover_common import SAFETY, failover_uri
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+URI_OPTIONS: dict[str, str | int | float | bool] = {
+    "randomize": False,
+    "initialReconnectDelay": 10,
+    "maxReconnectDelay": 1000,
+}
+COUNT = 300
+
+
+class Program:
+    """One example running as a subprocess, its output lines collected as they come."""
+
+    def __init__(self, script: str, *args: str) -> None:
+        self.name = script
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", str(EXAMPLES / script), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.cond = threading.Condition()
+        self.lines: list[str] = []
+        self.stderr = ""
+        self._readers = [
+            threading.Thread(target=self._read_stdout, name=f"test-{script}-out", daemon=True),
+            threading.Thread(target=self._read_stderr, name=f"test-{script}-err", daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append("<eof>")
+            self.cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        self.stderr = self.process.stderr.read()
+
+    def wait_for_line(self, pattern: str, count: int = 1) -> None:
+        """Until ``count`` output lines match ``pattern`` (fails at EOF or after SAFETY)."""
+        regex = re.compile(pattern)
+
+        def matches() -> int:
+            return sum(1 for line in self.lines if regex.search(line))
+
+        with self.cond:
+            self.cond.wait_for(lambda: matches() >= count or "<eof>" in self.lines, SAFETY)
+            found = matches()
+        assert found >= count, (
+            f"{self.name}: {found}/{count} lines like {pattern!r}\n{self.report()}"
+        )
+
+    def finish(self, timeout: float = SAFETY) -> int:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"{self.name} did not finish\n{self.report()}") from None
+        for reader in self._readers:
+            reader.join(SAFETY)
+        return code
+
+    def matching(self, pattern: str) -> list[re.Match[str]]:
+        regex = re.compile(pattern)
+        with self.cond:
+            return [m for line in self.lines if (m := regex.search(line))]
+
+    def report(self) -> str:
+        with self.cond:
+            tail = "\n".join(self.lines[-15:])
+        return f"--- {self.name} stdout (tail) ---\n{tail}\n--- stderr ---\n{self.stderr[-3000:]}"
+
+    def stop(self) -> None:
+        """Kill it if still running; close the pipes once the readers reached their end."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for reader in self._readers:
+            reader.join(SAFETY)
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture
+def programs() -> Iterator[list[Program]]:
+    started: list[Program] = []
+    yield started
+    for program in started:
+        program.stop()
+
+
+def test_consumer_gets_everything_the_producer_confirmed_across_a_kill(
+    activemq_network: Cluster, unique_queue: str, programs: list[Program]
+) -> None:
+    uri = failover_uri(activemq_network, URI_OPTIONS)
+    consumer = Program("consumer.py", "--uri", uri, "--destination", unique_queue)
+    programs.append(consumer)
+    consumer.wait_for_line("^listening on")
+    producer = Program(
+        "producer.py", "--uri", uri, "--destination", unique_queue,
+        "--count", str(COUNT), "--interval", "0.01",
+    )  # fmt: skip
+    programs.append(producer)
+    producer.wait_for_line("^confirmed message", COUNT // 3)
+    first = activemq_network[0]
+    first.kill()
+    producer.wait_for_line("^event: FailedOver")
+    consumer.wait_for_line("^event: FailedOver")
+    # Back up, the first broker forwards what it stored to where the consumer now is.
+    first.start()
+    assert producer.finish() == 0, producer.report()
+    confirmed = {m.group(1) for m in producer.matching(r"^confirmed (message \d+)$")}
+    assert len(confirmed) == COUNT
+    consumer.wait_for_line(r"^received message \d+", COUNT)
+    consumer.process.send_signal(signal.SIGINT)
+    assert consumer.finish() == 0, consumer.report()
+    received = {m.group(1) for m in consumer.matching(r"^received (message \d+) ")}
+    assert confirmed <= received
+    print(
+        f"\nproducer: {producer.matching('^done')[0].string};"
+        f" consumer duplicates: {len(consumer.matching('^duplicate'))}"
+    )
+
+
+@pytest.mark.parametrize("script", ["producer.py", "consumer.py"])
+def test_examples_end_cleanly_on_ctrl_c(
+    activemq_cluster: Cluster, unique_queue: str, programs: list[Program], script: str
+) -> None:
+    uri = failover_uri(activemq_cluster, URI_OPTIONS)
+    args = ["--uri", uri, "--destination", unique_queue, "--count", "0"]
+    if script == "producer.py":
+        args += ["--interval", "0.02"]
+    program = Program(script, *args)
+    programs.append(program)
+    program.wait_for_line("^confirmed message" if script == "producer.py" else "^listening on")
+    program.process.send_signal(signal.SIGINT)
+    assert program.finish() == 0, program.report()
+    assert program.matching("^interrupted"), program.report()
+    assert program.matching("^done: "), program.report()
+    assert "Traceback" not in program.stderr, program.report()
