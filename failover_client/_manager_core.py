@@ -165,7 +165,8 @@ class Core:
                     return False
                 return kind != "confirmed" or self.outbox.has_room(size)
 
-            if not self.cond.wait_until(ready, deadline):
+            # The common case (connected, room in the window) skips the wait machinery.
+            if not ready() and not self.cond.wait_until(ready, deadline):
                 reason = (
                     "confirmation window full"
                     if self.state == "connected"

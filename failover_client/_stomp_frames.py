@@ -8,6 +8,7 @@ end the frame.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from failover_client._adapter import Received, SubscriptionSpec
@@ -27,11 +28,14 @@ __all__ = [
 SUPPORTED_VERSIONS = ("1.1", "1.2")
 """STOMP 1.0 has no heart-beats and no NACK: a broker that only speaks it is refused."""
 
-_FRAME_BREAKERS = (":", "\n", "\r", "\0")
+# One compiled search per header instead of a generator per character: these checks run on
+# every SEND, where they were most of the adapter's own cost.
+_BAD_NAME = re.compile("[:\n\r\0]")
+_BAD_RAW_VALUE = re.compile("[\n\r\0]")
 
 
 def _check_name(name: str, where: str) -> None:
-    if not name or any(c in name for c in _FRAME_BREAKERS):
+    if not name or _BAD_NAME.search(name):
         raise ConfigurationError(
             f"{where} header name {name!r} is empty or contains ':', a line break or NUL"
         )
@@ -40,8 +44,7 @@ def _check_name(name: str, where: str) -> None:
 def _check_value(name: str, value: str, where: str, *, escaped: bool, secret: bool = False) -> None:
     # Escaped values (every frame but CONNECT) may hold line breaks; a NUL would still end
     # the frame because stomp.py does not escape it.
-    breakers = ("\0",) if escaped else ("\n", "\r", "\0")
-    if any(c in value for c in breakers):
+    if ("\0" in value) if escaped else bool(_BAD_RAW_VALUE.search(value)):
         shown = "the value" if secret else repr(value)
         what = "NUL" if escaped else "a line break or NUL"
         raise ConfigurationError(f"{where} header {name!r}: {shown} contains {what}")
