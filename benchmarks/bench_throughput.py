@@ -1,0 +1,257 @@
+"""Send throughput on one broker: FailoverConnection vs raw stomp.py, in the same run.
+
+Run: ``python benchmarks/bench_throughput.py [--reps 5] [--scale 1.0] [--quick]``
+
+One ActiveMQ Classic broker (full-JIT JVM flags) on loopback, warmed up first (a few thousand
+messages through the harness, then one unrecorded round of every method). Each repetition
+runs every method once, interleaved, each to a fresh queue that already exists (created and
+drained once before), and the queue is purged afterwards so no run pays for another's backlog.
+Bodies are 128 bytes. The whole set runs twice: with the broker's store on disk (KahaDB syncs
+every persistent message before its receipt, so the broker, not the client, bounds one
+connection's confirmed rate) and with the store in memory (/dev/shm), where the client's own
+cost shows. Reported: messages per second (median over repetitions) and the ratio
+against the raw stomp.py method it is compared with.
+
+Confirmed, persistent (``persistent:true``, the broker writes each to its store):
+
+* ``raw receipt-per-message``: stomp.py ``send(..., receipt=...)`` then wait for that receipt;
+  the only way stomp.py can prove a message arrived;
+* ``raw receipts, awaited at the end``: reference only, stomp.py sending with receipts without
+  waiting for each (what an application would have to hand-write to pipeline);
+* ``failover send()``: ``FailoverConnection.send`` (blocks until confirmed, one at a time);
+* ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024).
+
+Unconfirmed (fire-and-forget, ``persistent:false``), each loop ended by one confirmed message
+so the clock stops when the broker has really taken everything:
+
+* ``raw send()``: stomp.py ``send`` without a receipt;
+* ``failover send(confirm=False)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks._common import brokers, log, machine, precreate, ratio, table, warm, write_json
+from benchmarks._raw import RawSender, purge
+from failover_client import FailoverConnection
+from integration.brokers import Cluster
+
+BODY = b"x" * 128
+PERSISTENT = {"persistent": "true"}
+TRANSIENT = {"persistent": "false"}
+
+Method = Callable[[str, int], None]
+
+STORES = {"disk": None, "memory": "/dev/shm"}
+
+
+def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, int]]:
+    """name -> (run(destination, count), base message count)."""
+
+    def raw_confirmed(dest: str, n: int) -> None:
+        for _ in range(n):
+            raw.send_confirmed(dest, BODY, PERSISTENT)
+
+    def raw_pipelined(dest: str, n: int) -> None:
+        # Reference only: stomp.py with receipts, all awaited at the end (hand-written pipelining)
+        receipts = [raw.send_with_receipt(dest, BODY, PERSISTENT) for _ in range(n)]
+        raw.wait_receipts(receipts)
+
+    def fc_blocking(dest: str, n: int) -> None:
+        for _ in range(n):
+            fc.send(dest, BODY, PERSISTENT)
+
+    def fc_pipelined(dest: str, n: int) -> None:
+        for _ in range(n):
+            fc.send_async(dest, BODY, PERSISTENT)
+        fc.flush()
+
+    def raw_unconfirmed(dest: str, n: int) -> None:
+        for _ in range(n - 1):
+            raw.send(dest, BODY, TRANSIENT)
+        raw.send_confirmed(dest, BODY, TRANSIENT)
+
+    def fc_unconfirmed(dest: str, n: int) -> None:
+        for _ in range(n - 1):
+            fc.send(dest, BODY, TRANSIENT, confirm=False)
+        fc.send(dest, BODY, TRANSIENT)
+
+    return {
+        "raw receipt-per-message": (raw_confirmed, 2000),
+        "raw receipts, awaited at the end (reference)": (raw_pipelined, 8000),
+        "failover send()": (fc_blocking, 2000),
+        "failover send_async()+flush()": (fc_pipelined, 8000),
+        "raw send() unconfirmed": (raw_unconfirmed, 30000),
+        "failover send(confirm=False)": (fc_unconfirmed, 30000),
+    }
+
+
+COMPARE = {
+    "failover send()": ("raw receipt-per-message", None),
+    "failover send_async()+flush()": ("raw receipt-per-message", 3.0),
+    "failover send(confirm=False)": ("raw send() unconfirmed", 0.95),
+}
+
+
+def run(cluster: Cluster, reps: int, scale: float) -> dict[str, Any]:
+    """Every method ``reps`` times (after one warm-up round) on ``cluster[0]``."""
+    broker = cluster[0]
+    host = (broker.endpoint("stomp").host, broker.endpoint("stomp").port)
+    warm(broker, "/queue/bench.warmup", 5000)
+    raw = RawSender(host)
+    fc = FailoverConnection(cluster.failover_uri("stomp"))
+    fc.connect()
+    try:
+        table_of = methods(raw, fc)
+        rates: dict[str, list[float]] = {name: [] for name in table_of}
+        cpu_us: dict[str, list[float]] = {name: [] for name in table_of}
+        for rep in range(reps + 1):  # round 0 is the warm-up, not recorded
+            for name, (method, base) in table_of.items():
+                count = max(100, int(base * scale))
+                dest = f"/queue/bench.tp.{uuid.uuid4().hex[:8]}"
+                precreate(cluster, dest)
+                cpu_start = _cpu()
+                start = time.perf_counter()
+                method(dest, count)
+                elapsed = time.perf_counter() - start
+                cpu = _cpu() - cpu_start
+                purge(host, dest)
+                if rep > 0:
+                    rates[name].append(count / elapsed)
+                    cpu_us[name].append(cpu / count * 1e6)
+                log(
+                    f"{'warm-up' if rep == 0 else f'rep {rep}'}: {name:32} "
+                    f"{count:>6} msgs {count / elapsed:>9,.0f} msg/s "
+                    f"{cpu / count * 1e6:6.1f} us CPU/msg"
+                )
+        stats = fc.stats()
+    finally:
+        fc.close()
+        raw.close()
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    cpu = {name: round(statistics.median(r), 1) for name, r in cpu_us.items()}
+    return {"rates": rates, "medians": medians, "cpu_us": cpu, "client_stats": stats}
+
+
+def _cpu() -> float:
+    """CPU seconds used by this process so far (every thread, user + system).
+
+    Unlike wall time it does not count time the process spent waiting for the broker or for
+    a core held by another process, so it shows the client's own cost on a shared machine.
+    """
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=8)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies message counts")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 repetitions, a quarter of the counts"
+    )
+    parser.add_argument(
+        "--stores",
+        nargs="+",
+        choices=sorted(STORES),
+        default=["disk", "memory"],
+        help="where the broker's message store lives: disk (fsync per persistent message, "
+        "which bounds one connection's confirmed rate) or memory (/dev/shm)",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.scale = 2, 0.25
+    started = time.time()
+    cases: dict[str, Any] = {}
+    text = ""
+    for store in args.stores:
+        where = STORES[store]
+        log(f"store: {store} ({where or 'system temporary directory'})")
+        with brokers(1, label="throughput", full_jit=True, store=where) as cluster:
+            measured = run(cluster, args.reps, args.scale)
+        medians = measured["medians"]
+        rows = []
+        comparisons: dict[str, Any] = {}
+        for name, median in medians.items():
+            base_name, target = COMPARE.get(name, (None, None))
+            r = ratio(median, medians[base_name]) if base_name else None
+            paired = None
+            if base_name:
+                # Runs of one repetition ran back to back: their ratio is less exposed to load
+                # that comes and goes on a shared machine than a ratio of medians.
+                pairs = zip(measured["rates"][name], measured["rates"][base_name], strict=True)
+                paired = round(statistics.median(a / b for a, b in pairs), 3)
+                comparisons[name] = {
+                    "vs": base_name,
+                    "ratio_of_medians": r,
+                    "median_paired_ratio": paired,
+                    "cpu_ratio": ratio(measured["cpu_us"][name], measured["cpu_us"][base_name]),
+                    "target": target,
+                    "met": None if target is None else bool(paired >= target),
+                }
+            spread = measured["rates"][name]
+            rows.append(
+                [
+                    name,
+                    f"{median:,.0f}",
+                    f"{min(spread):,.0f}",
+                    f"{max(spread):,.0f}",
+                    measured["cpu_us"][name],
+                    base_name or "",
+                    "" if r is None else f"{r:.2f}x",
+                    "" if paired is None else f"{paired:.2f}x",
+                    "" if target is None else f">= {target}x",
+                ]
+            )
+        text += table(
+            f"Throughput, one ActiveMQ broker, store on {store}, 128-byte bodies, "
+            f"median of {args.reps} reps (msg/s)",
+            [
+                "method",
+                "median",
+                "min",
+                "max",
+                "client CPU us/msg",
+                "compared with",
+                "ratio of medians",
+                "median of paired ratios",
+                "target",
+            ],
+            rows,
+        )
+        cases[store] = {
+            "rates_msg_per_s": measured["rates"],
+            "medians_msg_per_s": medians,
+            "client_cpu_us_per_msg": measured["cpu_us"],
+            "comparisons": comparisons,
+            "client_stats": measured["client_stats"],
+        }
+    result = {
+        "benchmark": "throughput",
+        "machine": machine(),
+        "args": vars(args),
+        "stores": cases,
+        "table": text,
+        "seconds": round(time.time() - started, 1),
+        "ok": True,
+        "notes": "queues exist before each run (sent + drained once); confirmed runs are "
+        "persistent, unconfirmed runs non-persistent; client and broker share the machine's "
+        "cores",
+    }
+    write_json("throughput", result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
