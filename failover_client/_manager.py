@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, Protocol, cast
 
-from failover_client.policies import policy_for_options
+from failover_client.policies import policy_for_options, registered_policies
 from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction, parse
 
 from ._adapter import AckMode, Connector, Received
@@ -462,7 +462,8 @@ def _resolve(
     target: str | FailoverTarget | Sequence[BrokerAddress],
 ) -> tuple[tuple[BrokerAddress, ...], FailoverOptions]:
     if isinstance(target, str):
-        parsed = parse(target)
+        # Policies registered by other packages (entry points) are valid names in a URI too.
+        parsed = parse(target, policies=registered_policies())
         return parsed.members, parsed.options
     if isinstance(target, Sequence):
         members: list[BrokerAddress] = []
