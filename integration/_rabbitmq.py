@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
 import uuid
 from pathlib import Path
 
 from ._cluster import Cluster
-from ._errors import BackendUnavailable, BrokerStartError
+from ._errors import BackendUnavailable, BrokerError, BrokerStartError
 from ._local import LocalBroker
 from ._model import BrokerKind, ClusterSpec, Endpoint
 from ._ports import allocate_ports
@@ -30,6 +31,7 @@ from ._readiness import Deadline, amqp_open, stomp_connected, tcp_accepts, wait_
 __all__ = ["LocalRabbitMQ", "build_rabbitmq_cluster", "rabbitmq_missing"]
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+RABBITMQCTL = Path("/usr/lib/rabbitmq/bin/rabbitmqctl")
 HOST = "127.0.0.1"
 PLUGINS = "[rabbitmq_stomp,rabbitmq_amqp1_0].\n"
 DURABLE_QUEUE = {"durable": "true", "auto-delete": "false", "exclusive": "false"}
@@ -117,6 +119,9 @@ class LocalRabbitMQ(LocalBroker):
         }
         super().__init__(name, endpoints, [str(RABBITMQ_SERVER)], env, base_dir)
         self.node = node
+        self._ctl_env = {
+            k: env[k] for k in ("PATH", "LANG", "HOME", "ERL_EPMD_PORT", "RABBITMQ_NODENAME")
+        }
         # Queues declared durable by the harness; they survive restarts, so this does too.
         self._declared: set[str] = set()
         self._declared_lock = threading.Lock()
@@ -161,6 +166,28 @@ class LocalRabbitMQ(LocalBroker):
             session.unsubscribe(sub)  # waits for the receipt: the queue exists now
         with self._declared_lock:
             self._declared.add(queue)
+
+    def sync_definitions(self, timeout: float = 30.0) -> None:
+        """Force the node's metadata log (queue definitions) to disk.
+
+        RabbitMQ 3.10 keeps recent Mnesia transactions in a buffered log: a durable queue
+        declared a second before a SIGKILL was gone after the restart, and with it every
+        persistent message it held. A test that kills a node right after declaring calls this
+        first; ``mnesia:sync_log()`` flushes and fsyncs that log.
+        """
+        done = subprocess.run(
+            [str(RABBITMQCTL), "-n", self.node, "eval", "mnesia:sync_log()."],
+            env=self._ctl_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0 or "ok" not in done.stdout:
+            raise BrokerError(
+                f"{self.name}: rabbitmqctl eval mnesia:sync_log() failed "
+                f"(exit {done.returncode}): {(done.stdout + done.stderr).strip()[-400:]}"
+            )
 
     def _amqp_address(self, destination: str) -> str:
         if destination.startswith("/queue/"):

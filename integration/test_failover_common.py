@@ -280,37 +280,19 @@ def send_destination(broker: Broker, destination: str) -> str:
     return destination
 
 
-# RabbitMQ 3.10 keeps durable queue definitions in mnesia, whose log is written behind (seen:
-# a queue declared about a second before a SIGKILL is gone after the restart, with every
-# confirmed message in it). Nothing tells a client when the definition is on disk, so queues
-# for kill tests are declared ahead, in batches, and handed out only once this long has passed.
-_DECLARATION_SETTLES = 3.0
-_BATCH = 16
-_pools: dict[int, list[str]] = {}
-_pool_ready: dict[int, float] = {}
-_pool_lock = threading.Lock()
-
-
 def durable_queue(cluster: Cluster) -> str:
     """A fresh ``/queue/x`` that exists, durable, on every node and survives a SIGKILL.
 
-    On ActiveMQ (queues are created on first use, in KahaDB) any fresh name will do.
+    On ActiveMQ (queues are created on first use, in KahaDB) any fresh name will do. RabbitMQ
+    3.10 writes queue definitions behind (a queue declared a second before a SIGKILL was gone
+    after the restart), so each node's metadata log is synced to disk before the name is used.
     """
     if cluster[0].kind is not BrokerKind.RABBITMQ:
         return f"/queue/fc-{uuid.uuid4().hex[:12]}"
-    with _pool_lock:
-        pool = _pools.setdefault(id(cluster), [])
-        if not pool:
-            names = [f"fc-durable-{uuid.uuid4().hex[:12]}" for _ in range(_BATCH)]
-            for broker in cluster:
-                for name in names:
-                    broker.declare_queue(name)  # type: ignore[attr-defined]
-            pool.extend(names)
-            _pool_ready[id(cluster)] = time.monotonic() + _DECLARATION_SETTLES
-        name = pool.pop()
-        remaining = _pool_ready[id(cluster)] - time.monotonic()
-    if remaining > 0:
-        threading.Event().wait(remaining)  # see _DECLARATION_SETTLES: no signal to wait on
+    name = f"fc-durable-{uuid.uuid4().hex[:12]}"
+    for broker in cluster:
+        broker.declare_queue(name)  # type: ignore[attr-defined]
+        broker.sync_definitions()  # type: ignore[attr-defined]
     return f"/queue/{name}"
 
 

@@ -73,6 +73,8 @@ def test_killed_node_keeps_durable_messages(rabbitmq_cluster: Cluster, unique_qu
     stomp_queue, amqp_queue = unique_queue, unique_queue + "-amqp"
     victim.send(stomp_queue, ["one", "two", "three"], persistent=True)
     victim.send(amqp_queue, ["a1", "a2"], protocol="amqp", persistent=True)
+    # The queues were declared just now: make their definitions durable before the SIGKILL.
+    victim.sync_definitions()  # type: ignore[attr-defined]
 
     victim.kill()
     assert not victim.running()
