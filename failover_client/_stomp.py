@@ -14,8 +14,9 @@ for a failover client:
 * mapping of everything that goes wrong onto the project's errors (``_stomp_errors``).
 
 Threads: each session has stomp.py's I/O thread (reads frames, runs the listener's
-``on_message`` and the confirmation callbacks) and, when heart-beats are negotiated, one
-watchdog thread. ``close()`` ends and joins both.
+``on_message`` and the confirmation callbacks), on plain TCP a writer thread that writes the
+frames queued by callers in batches (``_stomp_writer``), and, when heart-beats are
+negotiated, one watchdog thread. ``close()`` ends and joins them all.
 """
 
 from __future__ import annotations
@@ -228,8 +229,16 @@ class StompSession:
     """One handshaken STOMP connection to one broker.
 
     Thread-safe: ``send``, ``subscribe``, ``ack`` and friends may be called from several
-    threads; frames are written whole, one at a time. Listener callbacks (``on_message``,
-    ``on_lost``) and confirmation callbacks run on the session's I/O or watchdog thread.
+    threads; frames are written whole, in the order the calls were made. Listener callbacks
+    (``on_message``, ``on_lost``) and confirmation callbacks run on the session's I/O,
+    writer or watchdog thread.
+
+    Writes are asynchronous on plain TCP: a call returns once its frame is queued (it blocks
+    while 1 MiB is queued, so a broker that stops reading still slows the caller down), and a
+    writer thread puts everything queued meanwhile on the socket in one system call. So a
+    fire-and-forget ``send`` may return before its bytes reach the socket, and a write that
+    fails afterwards is reported as the loss of the session, not by that call. Nothing was
+    ever promised for such a send: only a RECEIPT confirms one, exactly as before.
 
     A listener that raises in ``on_message`` does not end the session: the error goes to the
     listener's optional ``on_error(session, error)`` hook (or the ``failover_client.stomp``
@@ -289,6 +298,8 @@ class StompSession:
         self._monitor: HeartbeatMonitor | None = None
         self._transport: BoundTransport | None = None
         self._protocol: Protocol12 | None = None
+        self._count_sends = True
+        """Whether ``_write`` notes heart-beat traffic itself (no writer thread does it)."""
 
     # -- public surface --------------------------------------------------------------------
 
@@ -456,6 +467,13 @@ class StompSession:
             if error is None and headers is not None:
                 error = self._accept_connected(headers)
             if error is None:
+                # Under the lock: a loss from now on sees "open" and aborts the transport,
+                # which also ends the writer; one seen before never lets it start.
+                self._count_sends = not transport.start_writer(
+                    on_written=self._on_written,
+                    on_failed=self._on_write_failed,
+                    name=f"stomp-writer {self._address.key}",
+                )
                 self._state = "open"
         if error is not None:
             raise error
@@ -521,9 +539,20 @@ class StompSession:
             # The I/O thread reports the loss (on_lost) once the socket is down.
             transport.abort()
             raise transport_error(exc, broker=self._broker, during=f"{command} write") from exc
+        if self._count_sends:
+            state = self._heartbeat
+            if state is not None:
+                state.sent(self._clock.monotonic())
+
+    def _on_written(self) -> None:
+        """Writer thread: bytes reached the socket, which is what the broker's watchdog sees."""
         state = self._heartbeat
         if state is not None:
             state.sent(self._clock.monotonic())
+
+    def _on_write_failed(self, exc: BaseException) -> None:
+        """Writer thread: a queued write failed; the session is lost, as after any failed write."""
+        self._lose(transport_error(exc, broker=self._broker, during="a queued write"))
 
     def _send_heartbeat(self) -> None:
         """Write one EOL unless a frame is being written (that counts as traffic anyway)."""
@@ -548,8 +577,12 @@ class StompSession:
         finally:
             self._write_lock.release()
         if threading.current_thread() is not transport.io_thread:
-            # (From the I/O thread itself the receipt could never be read: do not wait.)
+            # The receipt also means every frame queued before DISCONNECT was written.
             self._clock.wait(self._bye, self._close_timeout)
+        else:
+            # From the I/O thread itself the receipt could never be read: only let the
+            # writer put what is queued on the socket before the abort.
+            transport.flush(self._close_timeout)
 
     # -- ending ----------------------------------------------------------------------------
 
@@ -563,6 +596,10 @@ class StompSession:
             return
         io_thread = transport.io_thread
         transport.abort()
+        if not transport.join_writer(self._close_timeout):
+            _log.warning(
+                "%s: writer thread still busy after %g s", self._broker, self._close_timeout
+            )
         if io_thread is None:
             transport.close_unstarted()
         elif io_thread is not threading.current_thread():

@@ -94,6 +94,17 @@ class ScriptedTransport:
     def write_heartbeat(self) -> None:
         self.frames.append(("<beat>", {}, None))
 
+    def start_writer(self, **kwargs: Any) -> bool:
+        # Like a TLS transport: frames are recorded by transmit, synchronously.
+        self.writer_kwargs = kwargs
+        return False
+
+    def flush(self, timeout: float) -> bool:
+        return True
+
+    def join_writer(self, timeout: float) -> bool:
+        return True
+
     def abort(self) -> None:
         self.aborted += 1
 

@@ -1,0 +1,257 @@
+"""Group commit for one socket: frames queued by any thread go out in as few writes as possible.
+
+One ``sendall`` per frame is the largest cost of a small send, and most of it is the system
+call, not the copy. :class:`FrameWriter` keeps a buffer of encoded frames and one thread that
+writes whatever has gathered in a single call. While that thread is inside the system call
+(the GIL released), senders keep appending, so under load each write carries many frames;
+when the writer is idle a frame is handed over at once, with no linger timer. A frame that
+comes after a quiet spell (``inline_after``, longer than the gap between sends in any loop)
+and finds the writer idle is written on the caller's own thread instead: a blocking,
+confirmed send then costs no thread hand-off at all, while a burst goes through the thread.
+
+Order is the order of ``put`` calls. The buffer is bounded: a sender blocks while it holds
+``limit`` bytes or more, so a broker that stops reading (flow control, a hang) still slows
+the application down instead of filling memory.
+
+A write that fails ends the writer: the buffered frames are dropped, every later ``put``
+raises, and ``on_failed`` runs once on the writer thread. A frame accepted by ``put`` has
+therefore not necessarily reached the socket; only a broker's RECEIPT confirms anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["DEFAULT_INLINE_AFTER", "DEFAULT_LIMIT", "FrameWriter"]
+
+DEFAULT_LIMIT = 1 << 20
+"""Bytes buffered before senders block (one batch more may be inside the system call)."""
+
+DEFAULT_INLINE_AFTER = 0.0002
+"""Seconds since the previous frame after which an idle writer lets the caller write itself.
+
+Sends in a loop come every few microseconds; a blocking send waits a broker round trip
+(hundreds of microseconds) between frames.
+"""
+
+
+class FrameWriter:
+    """A buffer of encoded frames and the thread that writes them, batched, in order.
+
+    :param write: writes all of one ``bytes`` (``socket.sendall``); runs on the writer thread.
+    :param on_written: called after each successful write (heart-beat bookkeeping).
+    :param on_failed: called once, on the writer thread, with the exception of the first
+        failed write; not called for a failure after :meth:`cancel`.
+    :param limit: buffered bytes at which :meth:`put` blocks until the writer takes them.
+    :param name: the writer thread's name.
+    :param inline_after: quiet seconds after which a frame that finds the writer idle is
+        written on the caller's thread (None: always through the writer thread). A failure
+        of such a write is raised by :meth:`put` and not passed to ``on_failed``, exactly
+        like a direct write.
+    :param monotonic: bounds :meth:`flush`; real time, because the waits it bounds are
+        waits on a condition variable, which a virtual clock cannot shorten.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[bytes], object],
+        *,
+        on_written: Callable[[], None],
+        on_failed: Callable[[BaseException], None],
+        limit: int = DEFAULT_LIMIT,
+        name: str = "frame-writer",
+        inline_after: float | None = DEFAULT_INLINE_AFTER,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1 byte, got {limit}")
+        self._write = write
+        self._on_written = on_written
+        self._on_failed = on_failed
+        self._limit = limit
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        # Two conditions on one lock: a sender's notify must never wake another sender
+        # instead of the writer, nor the writer's wake a waiting writer instead of senders.
+        self._work = threading.Condition(self._lock)
+        self._progress = threading.Condition(self._lock)
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._writing = False
+        self._idle = False
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._inline_after = inline_after
+        self._last_put = float("-inf")
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    @property
+    def buffered(self) -> int:
+        """Bytes accepted but not yet handed to ``write``."""
+        with self._lock:
+            return self._size
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, data: bytes) -> None:
+        """Queue ``data`` after everything queued before; block while the buffer is full.
+
+        Raises :class:`ConnectionError` (from the cause) once a write failed or the writer
+        was cancelled, and the write's own error when this call wrote inline and failed.
+        """
+        with self._lock:
+            while self._size >= self._limit and self._error is None:
+                self._progress.wait()
+            if self._error is not None:
+                raise ConnectionError(f"connection is no longer writable: {self._error}") from (
+                    self._error
+                )
+            inline = False
+            if self._inline_after is not None:
+                now = self._monotonic()
+                quiet = now - self._last_put >= self._inline_after
+                self._last_put = now
+                inline = quiet and self._idle and not self._chunks and not self._writing
+            if not inline:
+                self._chunks.append(data)
+                self._size += len(data)
+                if self._idle:
+                    # Only an idle writer waits on the condition; a busy one looks again
+                    # when its write returns, so the hot path skips the notify.
+                    self._idle = False
+                    self._work.notify()
+                return
+            self._writing = True  # the writer thread waits until this write is done
+        self._write_inline(data)
+
+    def _write_inline(self, data: bytes) -> None:
+        try:
+            self._write(data)
+        except BaseException as exc:
+            with self._lock:
+                self._writing = False
+                self._stopping = True
+                if self._error is None:
+                    self._error = exc
+                self._drop_locked()
+            raise
+        with self._lock:
+            self._writing = False
+            if self._chunks:
+                if self._idle:
+                    self._idle = False
+                    self._work.notify()  # frames queued meanwhile: the thread takes them
+            else:
+                self._progress.notify_all()
+        self._on_written()
+
+    def offer(self, data: bytes) -> bool:
+        """Queue ``data`` only when nothing is buffered or being written; never blocks.
+
+        For heart-beats: any frame on its way already counts as traffic.
+        """
+        with self._lock:
+            if self._error is not None or self._chunks or self._writing:
+                return False
+            self._chunks.append(data)
+            self._size += len(data)
+            if self._idle:
+                self._idle = False
+                self._work.notify()
+            return True
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until everything queued has been written; False if not.
+
+        Returns False at once when the writer failed or was cancelled.
+        """
+        deadline: float | None = None
+        with self._lock:
+            while self._chunks or self._writing:
+                if self._error is not None:
+                    return False
+                if deadline is None:
+                    deadline = self._monotonic() + timeout
+                remaining = deadline - self._monotonic()
+                if remaining <= 0:
+                    return False
+                self._progress.wait(remaining)
+            return self._error is None
+
+    def cancel(self) -> None:
+        """Stop at once from any thread: drop what is buffered, fail later puts, end the thread.
+
+        A write already in progress is not interrupted (shut the socket down for that).
+        """
+        with self._lock:
+            self._stopping = True
+            if self._error is None:
+                self._error = ConnectionAbortedError("connection closed")
+            self._drop_locked()
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the thread to end; True at once on the writer thread.
+
+        (On the writer thread, e.g. a loss listener that closes the session, the thread is
+        on its way out: it returns once that callback does.)
+        """
+        thread = self._thread
+        if thread is threading.current_thread():
+            return True
+        if thread.ident is None:  # never started
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _drop_locked(self) -> None:
+        self._chunks = []
+        self._size = 0
+        self._work.notify_all()
+        self._progress.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while (not self._chunks or self._writing) and not self._stopping:
+                    self._idle = True
+                    self._work.wait()
+                self._idle = False
+                if self._stopping:
+                    return
+                batch, self._chunks, self._size = self._chunks, [], 0
+                self._writing = True
+                self._progress.notify_all()  # room for senders blocked on a full buffer
+            try:
+                self._write(batch[0] if len(batch) == 1 else b"".join(batch))
+            except BaseException as exc:  # noqa: BLE001 - reported through on_failed
+                self._fail(exc)
+                return
+            with self._lock:
+                self._writing = False
+                if not self._chunks:
+                    self._progress.notify_all()  # flush() waiters
+            self._on_written()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self._writing = False
+            cancelled = self._stopping
+            self._stopping = True
+            if self._error is None:
+                self._error = exc
+            self._drop_locked()
+        if not cancelled:
+            self._on_failed(exc)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            size, writing, error = self._size, self._writing, self._error
+        state = "failed" if error is not None else ("writing" if writing else "idle")
+        return f"FrameWriter(state={state}, buffered={size}, limit={self._limit})"
