@@ -279,7 +279,9 @@ class FailoverConnection:
 
         ``confirm=False`` writes without waiting for a confirmation (fire-and-forget): such a
         message is lost with the session unless ``track_messages=True``, which re-sends it
-        best-effort while its bytes fit ``max_cache_size`` (oldest evicted first).
+        best-effort while its bytes fit ``max_cache_size`` (oldest evicted first). An untracked
+        fire-and-forget message is never re-sent, so it carries no ``failover-message-id``
+        header unless ``message_id`` is given.
         """
         data = _bytes(body)
         deadline = self._core.deadline(timeout)

@@ -277,3 +277,14 @@ def test_send_rejected_by_adapter_synchronously_fails_only_that_message():
             rig.conn.send("/bad", b"x")
         rig.conn.send("/queue/q", b"y")
         assert rig.conn.state == "connected"
+
+
+def test_untracked_fire_and_forget_carries_no_id_unless_given():
+    rig = make((A,))
+    with running(rig):
+        rig.conn.send("/queue/x", b"plain", confirm=False)
+        rig.conn.send("/queue/x", b"named", confirm=False, message_id="order-7")
+        rig.conn.send("/queue/x", b"confirmed")
+        sent = rig.connector.session(A).sent
+        assert [m.message_id for m in sent] == [None, "order-7", "c-1"]
+        assert [m.state for m in sent[:2]] == ["untracked", "untracked"]
