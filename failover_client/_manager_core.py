@@ -194,6 +194,7 @@ class Core:
                     future = Future()
                     # A running future cannot be cancelled: its outcome belongs to the broker.
                     future.set_running_or_notify_cancel()
+                assert chosen_id is not None  # only untracked sends go without an id
                 message = self.outbox.new(
                     message_id=chosen_id,
                     destination=destination,
