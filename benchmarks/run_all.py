@@ -1,6 +1,7 @@
-"""Run every benchmark and write ``benchmarks/results/results.json`` and ``results.md``.
+"""Run every benchmark; write ``benchmarks/results/results.json``, ``results.md`` and plots.
 
-Run: ``python benchmarks/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]``
+Run: ``python benchmarks/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]``;
+``--replot`` redraws the plots and the markdown from an existing ``results.json``.
 
 Each ``bench_*.py`` runs as its own subprocess (so one that crashes or leaks cannot disturb the
 next, and each starts and stops its own brokers). The real-broker benchmarks write their result
@@ -25,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks._common import RESULTS_DIR, machine
+from benchmarks._plots import plot_all
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -108,6 +110,8 @@ def markdown(report: dict[str, Any]) -> str:
         else:
             lines += ["```", entry["stdout"].strip(), "```"]
         lines.append("")
+    if report.get("plots"):
+        lines += ["Plots: " + ", ".join(f"`{p}`" for p in report["plots"]), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -116,7 +120,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="reduced counts (a few minutes)")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), default=None)
     parser.add_argument("--skip", nargs="+", choices=sorted(BENCHMARKS), default=[])
+    parser.add_argument(
+        "--replot", action="store_true", help="only redraw plots and markdown from results.json"
+    )
     args = parser.parse_args(argv)
+    if args.replot:
+        report = json.loads((RESULTS_DIR / "results.json").read_text())
+        _finish(report)
+        return report
     names = [n for n in (args.only or BENCHMARKS) if n not in args.skip]
     report: dict[str, Any] = {
         "command": shlex.join(["python", "benchmarks/run_all.py", *(argv or sys.argv[1:])]),
@@ -129,11 +140,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         report["benchmarks"][name] = run_one(name, args.quick)
     report["load_end"] = [round(x, 2) for x in os.getloadavg()]
     report["ok"] = all(e["exit_code"] == 0 for e in report["benchmarks"].values())
+    _finish(report)
+    return report
+
+
+def _finish(report: dict[str, Any]) -> None:
+    """Draw the plots, then write results.json and results.md."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    results = {n: e["result"] for n, e in report["benchmarks"].items() if e.get("result")}
+    drawn = plot_all(results, RESULTS_DIR)
+    report["plots"] = [str(p.relative_to(ROOT)) for p in drawn]
     (RESULTS_DIR / "results.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (RESULTS_DIR / "results.md").write_text(markdown(report))
-    print(f"\nwrote {RESULTS_DIR / 'results.json'} and {RESULTS_DIR / 'results.md'}")
-    return report
+    print(f"\nwrote {RESULTS_DIR / 'results.json'}, {RESULTS_DIR / 'results.md'}", end="")
+    print("".join(f", {p}" for p in drawn))
 
 
 if __name__ == "__main__":
