@@ -50,6 +50,14 @@ LIBRARY_THREAD_PREFIXES = ("failover-client-", "stomp-")
 E = TypeVar("E")
 
 
+# Short reconnect delays keep the tests quick; the order is fixed so a test knows who is first.
+FAST: dict[str, str | int | float | bool] = {
+    "randomize": False,
+    "initialReconnectDelay": 10,
+    "maxReconnectDelay": 1000,
+}
+
+
 def library_threads() -> list[threading.Thread]:
     """Live threads started by the library (connection loop, dispatch, adapter I/O)."""
     return [t for t in threading.enumerate() if t.name.startswith(LIBRARY_THREAD_PREFIXES)]

@@ -15,6 +15,7 @@ import pytest
 from failover_client import BrokerUnavailable, Disconnected, FailedOver, FailoverConnection
 from integration.brokers import Cluster
 from integration.test_failover_common import (
+    FAST,
     Events,
     LeakCheck,
     broker_at,
@@ -22,12 +23,6 @@ from integration.test_failover_common import (
 )
 
 pytestmark = pytest.mark.integration
-
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 
 
 def test_sigkill_is_noticed_by_the_socket(activemq_cluster: Cluster, unique_queue: str) -> None:

@@ -22,6 +22,7 @@ from failover_client import (
 )
 from integration.brokers import Cluster, allocate_ports
 from integration.test_failover_common import (
+    FAST,
     SAFETY,
     Events,
     LeakCheck,
@@ -34,12 +35,6 @@ from integration.test_failover_common import (
 )
 
 pytestmark = pytest.mark.integration
-
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from failover_client import (
 )
 from integration.brokers import Cluster
 from integration.test_failover_common import (
+    FAST,
     SAFETY,
     Events,
     LeakCheck,
@@ -40,13 +41,6 @@ from integration.test_failover_common import (
 )
 
 pytestmark = pytest.mark.integration
-
-# Short reconnect delays keep the tests quick; the order is fixed so a test knows who is first.
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 
 
 def test_producer_continues_on_another_broker_after_sigkill(

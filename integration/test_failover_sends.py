@@ -18,6 +18,7 @@ import pytest
 from failover_client import Disconnected, FailedOver, FailoverConnection, SendTimeout
 from integration.brokers import Cluster
 from integration.test_failover_common import (
+    FAST,
     SAFETY,
     Events,
     LeakCheck,
@@ -33,11 +34,6 @@ from integration.test_failover_common import (
 
 pytestmark = pytest.mark.integration
 
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 TOTAL = 1500
 
 

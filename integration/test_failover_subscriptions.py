@@ -16,6 +16,7 @@ from failover_client import AckDropped, Connected, Disconnected, FailedOver, Fai
 from failover_client._adapter import AckMode
 from integration.brokers import Cluster
 from integration.test_failover_common import (
+    FAST,
     Events,
     Inbox,
     LeakCheck,
@@ -27,12 +28,6 @@ from integration.test_failover_common import (
 )
 
 pytestmark = pytest.mark.integration
-
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 
 
 def _bodies(prefix: str, count: int = 5) -> list[str]:

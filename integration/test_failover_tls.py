@@ -16,16 +16,10 @@ import trustme
 
 from failover_client import FailedOver, FailoverConnection, GaveUp, ReconnectAttempt, TLSFailure
 from integration.brokers import Cluster, TlsOptions
-from integration.test_failover_common import Events, LeakCheck, broker_at, failover_uri
+from integration.test_failover_common import FAST, Events, LeakCheck, broker_at, failover_uri
 from integration.tls import broker_tls
 
 pytestmark = pytest.mark.integration
-
-FAST: dict[str, str | int | float | bool] = {
-    "randomize": False,
-    "initialReconnectDelay": 10,
-    "maxReconnectDelay": 1000,
-}
 
 
 @pytest.fixture(scope="module")
