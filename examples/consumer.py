@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import threading
+from typing import TextIO
 
 from failover_client import (
     Connected,
@@ -34,12 +35,23 @@ from failover_client import (
     PriorityRestored,
 )
 
+# The event listener runs on the library's dispatch thread and the main loop on this one: two
+# unlocked print() calls can interleave inside one line, so every line goes through say().
+_output = threading.Lock()
+
+
+def say(*parts: object, file: TextIO | None = None) -> None:
+    """print() one whole line, flushed, from any thread."""
+    with _output:
+        print(*parts, file=file or sys.stdout, flush=True)
+
+
 SHOWN_EVENTS = (Connected, Disconnected, FailedOver, PriorityRestored, GaveUp)
 
 
 def show_event(event: Event) -> None:
     if isinstance(event, SHOWN_EVENTS):
-        print(f"event: {event}", flush=True)
+        say(f"event: {event}")
 
 
 class Printer:
@@ -55,10 +67,10 @@ class Printer:
         key = message.message_id or message.body.decode(errors="replace")
         note = " redelivered" if message.redelivered else ""
         if key in self.seen:
-            print(f"duplicate {message.body.decode(errors='replace')} (id {key}{note})", flush=True)
+            say(f"duplicate {message.body.decode(errors='replace')} (id {key}{note})")
         else:
             self.seen.add(key)
-            print(f"received {message.body.decode(errors='replace')} (id {key}{note})", flush=True)
+            say(f"received {message.body.decode(errors='replace')} (id {key}{note})")
         message.ack()
         if self.count and len(self.seen) >= self.count:
             self.done.set()
@@ -88,16 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         # Subscribing before connect() means no message is missed at start-up.
         connection.subscribe(args.destination, printer, ack="client-individual")
         connection.connect()
-        print(f"listening on {args.destination}", flush=True)
+        say(f"listening on {args.destination}")
         printer.done.wait()
     except KeyboardInterrupt:
-        print("interrupted", flush=True)
+        say("interrupted")
     except FailoverClientError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        say(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
         connection.close()
-    print(f"done: {len(printer.seen)} message(s) received", flush=True)
+    say(f"done: {len(printer.seen)} message(s) received")
     return 0
 
 

@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import threading
+from typing import TextIO
 
 from failover_client import (
     Connected,
@@ -33,6 +34,17 @@ from failover_client import (
     PriorityRestored,
 )
 
+# The event listener runs on the library's dispatch thread and the main loop on this one: two
+# unlocked print() calls can interleave inside one line, so every line goes through say().
+_output = threading.Lock()
+
+
+def say(*parts: object, file: TextIO | None = None) -> None:
+    """print() one whole line, flushed, from any thread."""
+    with _output:
+        print(*parts, file=file or sys.stdout, flush=True)
+
+
 # Events worth a line on the console; the rest (each reconnect attempt...) would be noise.
 SHOWN_EVENTS = (Connected, Disconnected, FailedOver, PriorityRestored, GaveUp)
 
@@ -40,7 +52,7 @@ SHOWN_EVENTS = (Connected, Disconnected, FailedOver, PriorityRestored, GaveUp)
 def show_event(event: Event) -> None:
     """A listener: runs on the connection's event thread, so it only prints."""
     if isinstance(event, SHOWN_EVENTS):
-        print(f"event: {event}", flush=True)
+        say(f"event: {event}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,18 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         while args.count == 0 or n < args.count:
             connection.send(args.destination, f"message {n}")
             confirmed += 1
-            print(f"confirmed message {n}", flush=True)
+            say(f"confirmed message {n}")
             n += 1
             if args.interval:
                 pause.wait(args.interval)
     except KeyboardInterrupt:
-        print(f"interrupted after {confirmed} confirmed message(s)", flush=True)
+        say(f"interrupted after {confirmed} confirmed message(s)")
     except FailoverClientError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        say(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
         connection.close()
-    print(f"done: {confirmed} message(s) confirmed", flush=True)
+    say(f"done: {confirmed} message(s) confirmed")
     return 0
 
 
