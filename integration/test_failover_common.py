@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
-from failover_client import MESSAGE_ID_HEADER, Event, FailoverConnection, Message
+from failover_client import MESSAGE_ID_HEADER, Disconnected, Event, FailoverConnection, Message
 from integration.brokers import Broker, BrokerKind, Cluster, ReceivedMessage
 
 __all__ = [
@@ -302,6 +302,20 @@ def durable_queue(cluster: Cluster) -> str:
         broker.declare_queue(name)  # type: ignore[attr-defined]
         broker.sync_definitions()  # type: ignore[attr-defined]
     return f"/queue/{name}"
+
+
+def connected_then_all_down(
+    cluster: Cluster, options: Mapping[str, str | int | float | bool] = FAST
+) -> FailoverConnection:
+    """A connected FailoverConnection whose every broker was then SIGKILLed (loss observed)."""
+    events = Events()
+    conn = FailoverConnection(failover_uri(cluster, options), listeners=[events])
+    conn.connect()
+    mark = events.mark()
+    for broker in cluster:
+        broker.kill()
+    events.wait_for(Disconnected, after=mark)
+    return conn
 
 
 def drain_all(cluster: Cluster, destination: str) -> list[ReceivedMessage]:

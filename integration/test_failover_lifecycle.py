@@ -15,7 +15,6 @@ from failover_client import (
     AllBrokersFailed,
     Closed,
     ConnectionClosed,
-    Disconnected,
     FailedOver,
     FailoverConnection,
     URIError,
@@ -29,6 +28,7 @@ from integration.test_failover_common import (
     Producer,
     broker_at,
     check_delivery,
+    connected_then_all_down,
     drain_all,
     failover_uri,
     library_threads,
@@ -123,13 +123,7 @@ def test_close_from_another_thread_ends_blocked_senders(
     activemq_cluster: Cluster, unique_queue: str
 ) -> None:
     leaks = LeakCheck()
-    events = Events()
-    conn = FailoverConnection(failover_uri(activemq_cluster, FAST), listeners=[events])
-    conn.connect()
-    mark = events.mark()
-    for broker in activemq_cluster:
-        broker.kill()
-    events.wait_for(Disconnected, after=mark)
+    conn = connected_then_all_down(activemq_cluster, FAST)
     # Four senders block (every broker is down) with no timeout of their own.
     producers = [Producer(conn, unique_queue, prefix=f"b{n}", timeout=None) for n in range(4)]
     for producer in producers:

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from failover_client import Disconnected, FailedOver, FailoverConnection, SendTimeout
+from failover_client import FailedOver, FailoverConnection, SendTimeout
 from integration.brokers import Cluster
 from integration.test_failover_common import (
     FAST,
@@ -25,6 +25,7 @@ from integration.test_failover_common import (
     Producer,
     broker_at,
     check_delivery,
+    connected_then_all_down,
     credentials,
     drain_all,
     durable_queue,
@@ -151,13 +152,7 @@ def test_send_blocks_while_disconnected_and_completes_on_a_returning_broker(
     activemq_cluster: Cluster, unique_queue: str
 ) -> None:
     leaks = LeakCheck()
-    events = Events()
-    conn = FailoverConnection(failover_uri(activemq_cluster, FAST), listeners=[events])
-    conn.connect()
-    mark = events.mark()
-    for broker in activemq_cluster:
-        broker.kill()
-    events.wait_for(Disconnected, after=mark)
+    conn = connected_then_all_down(activemq_cluster, FAST)
     done = threading.Event()
     errors: list[BaseException] = []
 
@@ -187,15 +182,7 @@ def test_send_times_out_when_every_broker_is_down(
     activemq_cluster: Cluster, unique_queue: str
 ) -> None:
     leaks = LeakCheck()
-    events = Events()
-    conn = FailoverConnection(
-        failover_uri(activemq_cluster, {**FAST, "timeout": 1000}), listeners=[events]
-    )
-    conn.connect()
-    mark = events.mark()
-    for broker in activemq_cluster:
-        broker.kill()
-    events.wait_for(Disconnected, after=mark)
+    conn = connected_then_all_down(activemq_cluster, {**FAST, "timeout": 1000})
     started = time.monotonic()
     with pytest.raises(SendTimeout) as info:
         conn.send(unique_queue, "nobody home")
