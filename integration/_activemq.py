@@ -134,10 +134,14 @@ class LocalActiveMQ(LocalBroker):
         super().__init__(name, endpoints, argv, env, base_dir)
         self.broker_name = config.broker_name
         self.data_dir = data
+        if config.users:
+            # The harness's own clients (probe, send, drain, queue_depth) log in as the first.
+            self.credentials = (config.users[0].name, config.users[0].password)
 
     def probe(self, timeout: float = 1.0) -> bool:
         stomp = self.endpoint("stomp")
-        if not stomp_connected(stomp.host, stomp.port, timeout):
+        login, passcode = self.credentials or (None, None)
+        if not stomp_connected(stomp.host, stomp.port, timeout, login, passcode):
             return False
         # The connectors start one after another: the rest must accept too.
         return all(
@@ -201,6 +205,7 @@ def build_activemq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
             tls=spec.tls,
             ssl_port=ssl_port,
             extra=extra,
+            users=spec.users,
         )
         jvm = spec.jvm_options or FAST_JVM_OPTIONS
         brokers.append(LocalActiveMQ(name, root / name, config, endpoints, jvm))

@@ -1,4 +1,8 @@
-"""broker.xml and log4j.properties for one ActiveMQ Classic broker (pure text rendering)."""
+"""broker.xml and log4j.properties for one ActiveMQ Classic broker (pure text rendering).
+
+Every value that comes from a caller (names, paths, passwords) goes through ``quoteattr``, so
+``&``, ``<``, ``>`` and quotes in a password reach the broker as the characters themselves.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
-from ._model import Connector, TlsOptions
+from ._model import BrokerUser, Connector, TlsOptions
 
 __all__ = ["LOG4J_PROPERTIES", "ActiveMQConfig", "render_broker_xml"]
 
@@ -45,6 +49,37 @@ class ActiveMQConfig:
     tls: TlsOptions | None = None
     ssl_port: int | None = None
     extra: Mapping[Connector, int] | None = None
+    users: Sequence[BrokerUser] = ()  # empty: no authentication
+
+
+def _authentication(users: Sequence[BrokerUser]) -> list[str]:
+    """``simpleAuthenticationPlugin`` with ``users``; lines to put inside ``<plugins>``.
+
+    Authentication only, no authorization map: any account may use any destination, which is
+    all a test of logins needs. ``groups`` is given because the plugin builds each user's group
+    principals from it.
+    """
+    if not users:
+        return []
+    accounts = [
+        f"          <authenticationUser username={quoteattr(u.name)}"
+        f' password={quoteattr(u.password)} groups="users"/>'
+        for u in users
+    ]
+    return [
+        '      <simpleAuthenticationPlugin anonymousAccessAllowed="false">',
+        "        <users>",
+        *accounts,
+        "        </users>",
+        "      </simpleAuthenticationPlugin>",
+    ]
+
+
+def _network_login(users: Sequence[BrokerUser]) -> str:
+    """Attributes that make a network bridge log in to a peer that requires authentication."""
+    if not users:
+        return ""
+    return f" userName={quoteattr(users[0].name)} password={quoteattr(users[0].password)}"
 
 
 def _connector(name: str, uri: str, flags: bool) -> str:
@@ -104,7 +139,7 @@ def render_broker_xml(cfg: ActiveMQConfig) -> str:
             uri = f"static:(tcp://{peer})?{NETWORK_RECONNECT}"
             out.append(
                 f"      <networkConnector name={quoteattr('bridge-to-' + peer)}"
-                f' uri={quoteattr(uri)} duplex="false"/>'
+                f' uri={quoteattr(uri)} duplex="false"{_network_login(cfg.users)}/>'
             )
         out.append("    </networkConnectors>")
     out += [
@@ -113,6 +148,7 @@ def render_broker_xml(cfg: ActiveMQConfig) -> str:
         "    </persistenceAdapter>",
         # Answers queue-depth questions over STOMP (ActiveMQ.Statistics.Destination.<name>).
         "    <plugins>",
+        *_authentication(cfg.users),
         "      <statisticsBrokerPlugin/>",
         "    </plugins>",
     ]

@@ -220,8 +220,10 @@ def build_docker_cluster(spec: ClusterSpec, root: Path) -> Cluster:
     problem = docker_missing(spec.kind)
     if problem is not None:
         raise BackendUnavailable(problem)
-    if spec.network or spec.tls or spec.extra_connectors:
-        raise BackendUnavailable("the docker backend runs plain brokers only (no network/TLS)")
+    if spec.network or spec.tls or spec.extra_connectors or spec.users:
+        raise BackendUnavailable(
+            "the docker backend runs plain brokers only (no network, TLS or users)"
+        )
     image = _image_for(spec.kind)
     brokers: list[ContainerBroker] = []
     for i in range(spec.size):

@@ -7,12 +7,13 @@ running cluster.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
     "BrokerKind",
+    "BrokerUser",
     "ClusterSpec",
     "Connector",
     "Endpoint",
@@ -92,6 +93,60 @@ class TlsOptions:
         )
 
 
+# A STOMP CONNECT frame is not escaped (STOMP 1.2): a line break or NUL in a header value would
+# end the header or the frame, so such a login could never be sent.
+_FORBIDDEN_IN_LOGIN = ("\n", "\r", "\0")
+
+
+@dataclass(frozen=True)
+class BrokerUser:
+    """One account an ActiveMQ broker accepts (``simpleAuthenticationPlugin``).
+
+    The password stays out of ``repr``: pytest prints specs in failure reports.
+    """
+
+    name: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        for what, value in (("name", self.name), ("password", self.password)):
+            if not isinstance(value, str):
+                raise TypeError(f"user {self.name!r}: the {what} must be a string")
+            if not value:
+                raise ValueError(f"user {self.name!r}: the {what} is empty")
+            if any(c in value for c in _FORBIDDEN_IN_LOGIN):
+                raise ValueError(
+                    f"user {self.name!r}: the {what} holds a line break or NUL, which a STOMP "
+                    "CONNECT header cannot carry"
+                )
+            if value != value.strip():
+                # Brokers differ in whether they trim header values; keep logins unambiguous.
+                raise ValueError(f"user {self.name!r}: the {what} starts or ends with whitespace")
+
+
+def _as_users(users: Iterable[object]) -> tuple[BrokerUser, ...]:
+    """``users`` as BrokerUser values; (name, password) pairs are accepted and converted."""
+    if isinstance(users, (str, bytes, BrokerUser)):
+        raise TypeError("users: give a sequence of (name, password) pairs or BrokerUser values")
+    out: list[BrokerUser] = []
+    for entry in users:
+        if isinstance(entry, BrokerUser):
+            out.append(entry)
+        elif isinstance(entry, tuple) and len(entry) == 2:
+            out.append(BrokerUser(*entry))
+        else:
+            # The entry may hold a password: name only its type.
+            raise TypeError(
+                f"users: each entry must be a (name, password) pair or a BrokerUser, "
+                f"not {type(entry).__name__}"
+            )
+    names = [u.name for u in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"users: {twice} appear more than once")
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to start: ``size`` brokers of ``kind``.
@@ -100,6 +155,12 @@ class ClusterSpec:
     ``updateClusterClients`` / ``rebalanceClusterClients`` / ``updateClusterClientsOnRemove``
     on the transport connectors; ``advertise`` says which connector carries those flags first
     and so which address peers advertise (``"stomp"`` or ``"tcp"`` for OpenWire).
+
+    ``users`` (ActiveMQ only) switches authentication on: the brokers accept only these
+    accounts (``(name, password)`` pairs or ``BrokerUser`` values; anonymous logins are
+    refused), and the harness itself (readiness probe, ``Broker.send`` / ``drain``, network
+    bridges) logs in as the first one, which ``Broker.credentials`` then holds. Empty (the
+    default) means no authentication at all.
     """
 
     kind: BrokerKind
@@ -110,11 +171,20 @@ class ClusterSpec:
     extra_connectors: tuple[Connector, ...] = ()
     label: str = ""
     jvm_options: tuple[str, ...] = field(default=())
+    users: tuple[BrokerUser, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BrokerKind(self.kind))
+        object.__setattr__(self, "users", _as_users(self.users))
         if self.size < 1:
             raise ValueError(f"size={self.size}: a cluster needs at least one broker")
+        if self.users and self.kind is not BrokerKind.ACTIVEMQ:
+            # RabbitMQ nodes already insist on a login (guest, loopback only) and Artemis
+            # containers on theirs: tests of refused credentials use those as they are.
+            raise ValueError(
+                f"users is only supported for ActiveMQ, not {self.kind.value}; its brokers "
+                "already require their own login (see Broker.credentials)"
+            )
         if self.kind is not BrokerKind.ACTIVEMQ:
             for name, value in (
                 ("network", self.network),
@@ -134,7 +204,8 @@ class ClusterSpec:
         if clash:
             raise ValueError(f"extra connector names {clash} clash with other connectors")
         if not self.label:
-            object.__setattr__(self, "label", self.kind.value + ("-net" if self.network else ""))
+            label = self.kind.value + ("-net" if self.network else "")
+            object.__setattr__(self, "label", label + ("-auth" if self.users else ""))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from proton import ProtonException
 from proton.utils import BlockingConnection
 
-__all__ = ["Deadline", "amqp_open", "stomp_connected", "tcp_accepts", "wait_until"]
+__all__ = [
+    "Deadline",
+    "amqp_open",
+    "stomp_connect_frame",
+    "stomp_connected",
+    "tcp_accepts",
+    "wait_until",
+]
 
 
 class Deadline:
@@ -66,6 +73,25 @@ def tcp_accepts(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def stomp_connect_frame(
+    login: str | None = None, passcode: str | None = None, vhost: str = "/"
+) -> bytes:
+    """A STOMP 1.2 CONNECT frame; ``login`` / ``passcode`` only when a login is given.
+
+    STOMP 1.2 does not escape CONNECT headers, so a value with a line break or NUL cannot be
+    sent: it would end the header (or the frame) and let the rest pass for other headers.
+    """
+    values = {"host": vhost, "login": login or "", "passcode": passcode or ""}
+    for name, value in values.items():
+        if any(c in value for c in "\r\n\0"):
+            # Never the value itself: it may be the passcode.
+            raise ValueError(f"STOMP CONNECT: the {name} holds a line break or NUL")
+    headers = ["accept-version:1.2", f"host:{vhost}", "heart-beat:0,0"]
+    if login is not None:
+        headers += [f"login:{login}", f"passcode:{passcode or ''}"]
+    return ("CONNECT\n" + "\n".join(headers) + "\n\n").encode() + b"\0"
+
+
 def stomp_connected(
     host: str,
     port: int,
@@ -74,11 +100,11 @@ def stomp_connected(
     passcode: str | None = None,
     vhost: str = "/",
 ) -> bool:
-    """True when a raw STOMP 1.2 CONNECT on ``host:port`` is answered with CONNECTED."""
-    headers = ["accept-version:1.2", f"host:{vhost}", "heart-beat:0,0"]
-    if login is not None:
-        headers += [f"login:{login}", f"passcode:{passcode or ''}"]
-    frame = ("CONNECT\n" + "\n".join(headers) + "\n\n").encode() + b"\0"
+    """True when a raw STOMP 1.2 CONNECT on ``host:port`` is answered with CONNECTED.
+
+    An ERROR answer (a refused login, say) is False, like no answer.
+    """
+    frame = stomp_connect_frame(login, passcode, vhost)
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(frame)

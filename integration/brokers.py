@@ -34,7 +34,15 @@ from ._errors import (
     ClientError,
 )
 from ._local import LocalBroker
-from ._model import BrokerKind, ClusterSpec, Connector, Endpoint, ReceivedMessage, TlsOptions
+from ._model import (
+    BrokerKind,
+    BrokerUser,
+    ClusterSpec,
+    Connector,
+    Endpoint,
+    ReceivedMessage,
+    TlsOptions,
+)
 from ._ports import allocate_ports
 from ._process import kill_all
 from ._readiness import amqp_open, stomp_connected, tcp_accepts
@@ -48,6 +56,7 @@ __all__ = [
     "BrokerKind",
     "BrokerStartError",
     "BrokerStopError",
+    "BrokerUser",
     "ClientError",
     "Cluster",
     "ClusterSpec",
