@@ -268,6 +268,18 @@ class RawSender:
         self.conn.send(destination, body, headers=dict(headers), receipt=receipt)
         return receipt
 
+    def send_transaction(
+        self, destination: str, body: bytes, headers: Mapping[str, str], count: int
+    ) -> str:
+        """BEGIN, ``count`` SENDs, COMMIT asking for a receipt; returns that receipt id."""
+        tx = f"t{next(_receipts)}"
+        self.conn.begin(transaction=tx)
+        for _ in range(count):
+            self.conn.send(destination, body, headers={**headers, "transaction": tx})
+        receipt = f"r{next(_receipts)}"
+        self.conn.commit(transaction=tx, headers={"receipt": receipt})
+        return receipt
+
     def wait_receipts(self, receipts: list[str], timeout: float = 120.0) -> None:
         # One connection's receipts come back in order: wait for the last, then check all.
         wanted = set(receipts)

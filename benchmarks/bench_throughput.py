@@ -18,8 +18,13 @@ Confirmed, persistent (``persistent:true``, the broker writes each to its store)
   the only way stomp.py can prove a message arrived;
 * ``raw receipts, awaited at the end``: reference only, stomp.py sending with receipts without
   waiting for each (what an application would have to hand-write to pipeline);
+* ``raw transactions of 256, commit receipts (reference)``: stomp.py BEGIN, 256 SENDs, COMMIT
+  with a receipt, all awaited at the end (what group commit does, hand-written);
 * ``failover send()``: ``FailoverConnection.send`` (blocks until confirmed, one at a time);
-* ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024).
+* ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024),
+  URI defaults: ``confirmMode=auto``, which on ActiveMQ Classic group-commits the sends that
+  are written together in one transaction confirmed by its COMMIT's receipt;
+* ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send.
 
 Unconfirmed (fire-and-forget, ``persistent:false``), each loop ended by one confirmed message
 so the clock stops when the broker has really taken everything:
@@ -56,7 +61,9 @@ Method = Callable[[str, int], None]
 STORES = {"disk": None, "memory": "/dev/shm"}
 
 
-def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, int]]:
+def methods(
+    raw: RawSender, fc: FailoverConnection, fc_receipts: FailoverConnection
+) -> dict[str, tuple[Method, int]]:
     """name -> (run(destination, count), base message count)."""
 
     def raw_confirmed(dest: str, n: int) -> None:
@@ -68,6 +75,13 @@ def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, i
         receipts = [raw.send_with_receipt(dest, BODY, PERSISTENT) for _ in range(n)]
         raw.wait_receipts(receipts)
 
+    def raw_transactions(dest: str, n: int) -> None:
+        # Reference only: group commit written by hand with stomp.py.
+        receipts = []
+        for start in range(0, n, 256):
+            receipts.append(raw.send_transaction(dest, BODY, PERSISTENT, min(256, n - start)))
+        raw.wait_receipts(receipts)
+
     def fc_blocking(dest: str, n: int) -> None:
         for _ in range(n):
             fc.send(dest, BODY, PERSISTENT)
@@ -76,6 +90,11 @@ def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, i
         for _ in range(n):
             fc.send_async(dest, BODY, PERSISTENT)
         fc.flush()
+
+    def fc_pipelined_receipts(dest: str, n: int) -> None:
+        for _ in range(n):
+            fc_receipts.send_async(dest, BODY, PERSISTENT)
+        fc_receipts.flush()
 
     def raw_unconfirmed(dest: str, n: int) -> None:
         for _ in range(n - 1):
@@ -90,8 +109,10 @@ def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, i
     return {
         "raw receipt-per-message": (raw_confirmed, 2000),
         "raw receipts, awaited at the end (reference)": (raw_pipelined, 8000),
+        "raw transactions of 256, commit receipts (reference)": (raw_transactions, 16000),
         "failover send()": (fc_blocking, 2000),
-        "failover send_async()+flush()": (fc_pipelined, 8000),
+        "failover send_async()+flush()": (fc_pipelined, 16000),
+        "failover send_async()+flush(), confirmMode=receipt": (fc_pipelined_receipts, 8000),
         "raw send() unconfirmed": (raw_unconfirmed, 30000),
         "failover send(confirm=False)": (fc_unconfirmed, 30000),
     }
@@ -100,6 +121,7 @@ def methods(raw: RawSender, fc: FailoverConnection) -> dict[str, tuple[Method, i
 COMPARE = {
     "failover send()": ("raw receipt-per-message", None),
     "failover send_async()+flush()": ("raw receipt-per-message", 3.0),
+    "failover send_async()+flush(), confirmMode=receipt": ("raw receipt-per-message", None),
     "failover send(confirm=False)": ("raw send() unconfirmed", 0.95),
 }
 
@@ -112,8 +134,10 @@ def run(cluster: Cluster, reps: int, scale: float) -> dict[str, Any]:
     raw = RawSender(host)
     fc = FailoverConnection(cluster.failover_uri("stomp"))
     fc.connect()
+    fc_receipts = FailoverConnection(cluster.failover_uri("stomp", {"confirmMode": "receipt"}))
+    fc_receipts.connect()
     try:
-        table_of = methods(raw, fc)
+        table_of = methods(raw, fc, fc_receipts)
         rates: dict[str, list[float]] = {name: [] for name in table_of}
         cpu_us: dict[str, list[float]] = {name: [] for name in table_of}
         for rep in range(reps + 1):  # round 0 is the warm-up, not recorded
@@ -137,6 +161,7 @@ def run(cluster: Cluster, reps: int, scale: float) -> dict[str, Any]:
                 )
         stats = fc.stats()
     finally:
+        fc_receipts.close()
         fc.close()
         raw.close()
     medians = {name: statistics.median(r) for name, r in rates.items()}

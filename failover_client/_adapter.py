@@ -5,10 +5,17 @@ broker, and a :class:`SessionListener` through which the session reports message
 STOMP adapter (stomp.py), the AMQP 1.0 adapter (python-qpid-proton) and the scripted fake in
 :mod:`failover_client.testing` all implement it. Adapters map their library's exceptions onto
 :mod:`failover_client._errors` at this boundary and never reconnect by themselves.
+
+A connect can be cut short: the manager hands each ``connect`` a :class:`Cancel` token and
+cancels it when the application closes the connection, so ``close()`` does not wait for a
+handshake with a hung broker to time out.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -17,6 +24,7 @@ from failover_client.uri import BrokerAddress
 
 __all__ = [
     "AckMode",
+    "Cancel",
     "ConfirmCallback",
     "Connector",
     "Received",
@@ -24,6 +32,8 @@ __all__ = [
     "SessionListener",
     "SubscriptionSpec",
 ]
+
+_log = logging.getLogger("failover_client")
 
 AckMode = Literal["auto", "client", "client-individual"]
 
@@ -96,14 +106,92 @@ class Session(Protocol):
         """Close politely if possible; never raises; idempotent."""
 
 
+class Cancel:
+    """A one-shot, thread-safe cancellation token for one :meth:`Connector.connect` call.
+
+    Whoever started the connect calls :meth:`cancel` (from any thread); the adapter registers
+    callbacks with :meth:`add_callback` that unblock whatever the connect waits on (an event, a
+    selector, a socket). Each callback runs exactly once, on the thread that cancels, in the
+    order registered; one registered after the cancel runs at once, on the registering thread.
+    A callback that raises is logged and does not keep the others from running: ``cancel()``
+    never raises, because ``close()`` calls it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._keys = itertools.count()
+
+    @property
+    def cancelled(self) -> bool:
+        with self._lock:
+            return self._cancelled
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` on cancel (at once if already cancelled); returns its remover.
+
+        Calling the remover (idempotent, any thread) unregisters a callback that has not run
+        yet; it cannot stop one that is already running on the cancelling thread.
+        """
+        with self._lock:
+            if not self._cancelled:
+                key = next(self._keys)
+                self._callbacks[key] = callback
+                return lambda: self._remove(key)
+        _run_callback(callback)
+        return _nothing
+
+    def cancel(self) -> None:
+        """Cancel (idempotent) and run the registered callbacks on this thread."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            callbacks = list(self._callbacks.values())
+            self._callbacks.clear()
+        # Outside the lock: a callback may take the adapter's own locks, or register another.
+        for callback in callbacks:
+            _run_callback(callback)
+
+    def _remove(self, key: int) -> None:
+        with self._lock:
+            self._callbacks.pop(key, None)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"Cancel(cancelled={self._cancelled}, callbacks={len(self._callbacks)})"
+
+
+def _run_callback(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # noqa: BLE001 - one broken callback must not keep the rest from running
+        _log.exception("a connect-cancel callback failed")
+
+
+def _nothing() -> None:
+    """The remover of a callback that already ran."""
+
+
 class Connector(Protocol):
     """Opens sessions. Holds protocol-wide settings (heart-beats, TLS context, credentials)."""
 
     def connect(
-        self, address: BrokerAddress, *, timeout: float, listener: SessionListener
+        self,
+        address: BrokerAddress,
+        *,
+        timeout: float,
+        listener: SessionListener,
+        cancel: Cancel | None = None,
     ) -> Session:
         """Connect and finish the protocol handshake within ``timeout`` seconds.
 
         Returns only after STOMP CONNECTED / AMQP open. Raises BrokerUnavailable,
         AuthenticationFailed, TLSFailure or ProtocolViolation (mapped, ``from`` the cause).
+
+        ``cancel``, when given, may be cancelled from another thread at any moment: the
+        connect then ends promptly (not at ``timeout``) with :class:`ConnectCancelled`,
+        leaving no thread or socket behind. An adapter whose ``connect`` has no ``cancel``
+        parameter still works with the manager; closing then waits for its connect to end.
         """

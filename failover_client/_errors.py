@@ -9,6 +9,7 @@
     |   +-- PolicyError             an unknown policy name (lists the registered ones)
     +-- ConnectionFailure           something went wrong talking to a broker
     |   +-- BrokerUnavailable       one broker could not be reached or handshaken
+    |   |   +-- ConnectCancelled    the connect was cut short by its caller (closing)
     |   +-- AuthenticationFailed    a broker refused the credentials (not retried)
     |   +-- TLSFailure              certificate / hostname verification failed (not retried)
     |   +-- ProtocolViolation       a broker sent something the protocol does not allow
@@ -32,6 +33,7 @@ __all__ = [
     "AuthenticationFailed",
     "BrokerUnavailable",
     "ConfigurationError",
+    "ConnectCancelled",
     "ConnectionClosed",
     "ConnectionFailure",
     "FailoverClientError",
@@ -115,6 +117,13 @@ class ConnectionFailure(FailoverClientError):
 
 class BrokerUnavailable(ConnectionFailure):
     """One broker could not be reached, did not finish the handshake in time, or dropped."""
+
+
+class ConnectCancelled(BrokerUnavailable):
+    """The connect was cancelled (the connection is closing) before the handshake finished.
+
+    Says nothing about the broker's health: the manager does not count it as a failure.
+    """
 
 
 class AuthenticationFailed(ConnectionFailure):

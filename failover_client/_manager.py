@@ -238,9 +238,14 @@ class FailoverConnection:
     def close(self) -> None:
         """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
 
-        Safe from any thread (also from a handler or listener) and idempotent.
+        Safe from any thread (also from a handler or listener) and idempotent. A connect in
+        progress (also a handshake with a hung broker) is cancelled rather than awaited, unless
+        the connector's ``connect`` takes no ``cancel`` token.
         """
         self._core.close()
+        # After core.close(): its stop event keeps the loop from starting another connect;
+        # cancelling cuts the one under way.
+        self._dialer.cancel()
         self._dispatcher.stop()
         self._supervisor.join()
         self._dispatcher.join()

@@ -11,10 +11,16 @@ the brokers of the attempt. It returns the first handshaken session, or raises o
   one misconfigured broker does not stop a client another broker accepts. At the end of a pass
   that found no broker, the run stops with that error instead of looping: users who share one
   set of credentials across the group want "wrong password", not an endless back-off.
+
+Every connect gets its own :class:`Cancel` token; :meth:`Dialer.cancel` (called by ``close()``)
+cancels the one in progress and every later one, so closing does not wait for a handshake with
+a hung broker to time out. A cancelled connect is not the broker's fault: it raises
+:class:`Interrupted` and leaves the pool untouched.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -22,7 +28,7 @@ from typing import Protocol
 
 from failover_client.uri import AttemptUnit, BrokerAddress
 
-from ._adapter import Connector
+from ._adapter import Cancel, Connector, Session
 from ._clock import Clock
 from ._errors import (
     AllBrokersFailed,
@@ -99,29 +105,73 @@ class Dialer:
         self._manager = manager
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
+        self._cancel_lock = threading.Lock()
+        self._cancelled = False
+        self._token: Cancel | None = None
+        """The token of the connect in progress (any thread may cancel it)."""
+
+    def cancel(self) -> None:
+        """Cut the connect in progress short, and every later one (any thread; idempotent)."""
+        with self._cancel_lock:
+            self._cancelled = True
+            token = self._token
+        if token is not None:
+            token.cancel()
 
     def open(self, address: BrokerAddress) -> Slot:
-        """Connect and handshake ``address`` once; record the outcome in the pool."""
+        """Connect and handshake ``address`` once; record the outcome in the pool.
+
+        Raises :class:`Interrupted` when :meth:`cancel` cut the connect short.
+        """
         slot = self._new_slot(address)
+        token = self._begin()
         try:
-            slot.session = self._connector.connect(
-                address,
-                timeout=self._connect_timeout,
-                listener=SlotListener(self._manager, slot),
-            )
+            session = self._connect(address, slot, token)
         except ConnectionFailure as exc:
             slot.alive = False
+            if token.cancelled:
+                raise Interrupted from exc
             self._pool.record_failure(address, exc, self._clock.monotonic())
             raise
         except Exception as exc:
+            slot.alive = False
+            if token.cancelled:
+                raise Interrupted from exc
             # An adapter should map its library's errors; one that leaks through still only
             # means this broker failed, not that the reconnect loop must die.
-            slot.alive = False
             error = BrokerUnavailable(f"adapter error {type(exc).__name__}", broker=str(address))
             self._pool.record_failure(address, error, self._clock.monotonic())
             raise error from exc
+        finally:
+            with self._cancel_lock:
+                if self._token is token:
+                    self._token = None
+        if token.cancelled:
+            # The handshake won the race with close(): nobody will use this session.
+            slot.alive = False
+            session.close()
+            raise Interrupted
+        slot.session = session
         self._pool.record_success(address)
         return slot
+
+    def _begin(self) -> Cancel:
+        """A fresh token for the next connect, already cancelled once :meth:`cancel` ran."""
+        token = Cancel()
+        with self._cancel_lock:
+            self._token = token
+            cancelled = self._cancelled
+        if cancelled:
+            token.cancel()
+        return token
+
+    def _connect(self, address: BrokerAddress, slot: Slot, token: Cancel) -> Session:
+        listener = SlotListener(self._manager, slot)
+        connect = self._connector.connect
+        if _takes_cancel(connect):
+            return connect(address, timeout=self._connect_timeout, listener=listener, cancel=token)
+        # An adapter written before cancellation existed: close() waits for its connect.
+        return connect(address, timeout=self._connect_timeout, listener=listener)
 
     def lost(self, slot: Slot) -> None:
         """A session in use died: count it as a failure, so the next plan tries it last.
@@ -187,3 +237,16 @@ class Dialer:
 
 def _pairs(causes: dict[str, BaseException]) -> tuple[tuple[str, BaseException], ...]:
     return tuple(causes.items())
+
+
+def _takes_cancel(connect: Callable[..., object]) -> bool:
+    """Whether ``connect`` accepts the ``cancel`` keyword (by name or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(connect).parameters.values()
+    except (TypeError, ValueError):  # a callable without an inspectable signature
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "cancel" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+    )

@@ -9,7 +9,8 @@ It reads as a short piece of orchestration::
             - standby refill (backup=True)
             - priority probes (a better tier exists): on success, switch over
 
-Every wait is ``clock.wait`` on an event that ``close()`` sets, so closing interrupts at once.
+Every wait is ``clock.wait`` on an event that ``close()`` sets, and every connect carries a
+cancellation token that ``close()`` cancels (``Dialer.cancel``), so closing interrupts at once.
 """
 
 from __future__ import annotations

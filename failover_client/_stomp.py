@@ -27,16 +27,30 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from stomp import utils as stomp_utils
 from stomp.protocol import Protocol12
 from stomp.utils import Frame
 
-from failover_client._adapter import ConfirmCallback, Received, SessionListener, SubscriptionSpec
+from failover_client._adapter import (
+    Cancel,
+    ConfirmCallback,
+    Received,
+    SessionListener,
+    SubscriptionSpec,
+)
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import (
     BrokerUnavailable,
     ConfigurationError,
+    ConnectCancelled,
     ConnectionFailure,
     ProtocolViolation,
+)
+from failover_client._stomp_batch import (
+    ConfirmMode,
+    GroupCommit,
+    PendingSend,
+    batching_supported,
 )
 from failover_client._stomp_errors import (
     broker_error_text,
@@ -76,6 +90,9 @@ _State = Literal["connecting", "open", "lost", "closed"]
 _HANDSHAKE_SNIFF = 32
 """Bytes of the broker's first answer kept to tell a STOMP reply from junk."""
 
+_COMMIT_PREFIX = "fx-"
+"""Transaction and COMMIT receipt ids (the receipt book's own ids start ``fc-``)."""
+
 
 class StompConnector:
     """Opens STOMP sessions to single brokers for the connection manager.
@@ -95,6 +112,11 @@ class StompConnector:
         ``tls_*`` options.
     :param transport_factory: builds the stomp.py transport (takes :class:`BoundTransport`'s
         arguments); a seam for tests that script a broker without sockets.
+    :param confirm_mode: how confirmed sends are confirmed; default ``options.confirm_mode``:
+        ``receipt`` (one RECEIPT per SEND), ``transaction`` (group commit: the sends written
+        together share one transaction and its COMMIT's receipt, see ``_stomp_batch``), or
+        ``auto`` (group commit on brokers known to make it safe, ActiveMQ Classic 5.14+;
+        receipts elsewhere). Group commit needs a plain TCP session; TLS sessions use receipts.
 
     Member parameters read from :class:`BrokerAddress`: ``vhost`` (the STOMP ``host`` header,
     RabbitMQ's virtual host; default: the member's host name).
@@ -115,9 +137,17 @@ class StompConnector:
         heartbeat_grace: float = DEFAULT_GRACE,
         ssl_context: ssl.SSLContext | None = None,
         transport_factory: Callable[..., BoundTransport] = BoundTransport,
+        confirm_mode: ConfirmMode | None = None,
     ) -> None:
         self._transport_factory = transport_factory
         self._options = options if options is not None else FailoverOptions()
+        self._confirm_mode: ConfirmMode = (
+            confirm_mode if confirm_mode is not None else self._options.confirm_mode
+        )
+        if self._confirm_mode not in ("auto", "receipt", "transaction"):
+            raise ConfigurationError(
+                f"confirm_mode must be auto, receipt or transaction, got {self._confirm_mode!r}"
+            )
         beats = heartbeat if heartbeat is not None else self._options.heartbeat
         if len(beats) != 2 or any(int(b) < 0 for b in beats):
             raise ConfigurationError(f"heartbeat must be two non-negative ms values, got {beats}")
@@ -156,14 +186,21 @@ class StompConnector:
         return self._login, self._passcode
 
     def connect(
-        self, address: BrokerAddress, *, timeout: float, listener: SessionListener
+        self,
+        address: BrokerAddress,
+        *,
+        timeout: float,
+        listener: SessionListener,
+        cancel: Cancel | None = None,
     ) -> StompSession:
         """Connect to ``address`` and finish the STOMP handshake within ``timeout`` seconds.
 
         Returns only after CONNECTED. Raises :class:`BrokerUnavailable` (refused, reset,
         timed out, closed), :class:`AuthenticationFailed`, :class:`TLSFailure` or
         :class:`ProtocolViolation`, each ``from`` the underlying error, naming the broker.
-        Nothing (thread, socket) is left behind when it raises.
+        Cancelling ``cancel`` (from any thread) ends the TCP connect, the TLS handshake or the
+        wait for CONNECTED at once with :class:`ConnectCancelled`. Nothing (thread, socket) is
+        left behind when it raises. Host-name resolution is not cancellable.
         """
         if address.protocol == "amqp":
             raise ConfigurationError(f"{address}: an AMQP member cannot be opened over STOMP")
@@ -180,14 +217,15 @@ class StompConnector:
             close_timeout=self._close_timeout,
             ssl_context=self._tls_context() if address.tls else None,
             transport_factory=self._transport_factory,
+            confirm_mode=self._confirm_mode,
         )
-        session.open(timeout)
+        session.open(timeout, cancel)
         return session
 
     def __repr__(self) -> str:
         return (
             f"StompConnector(heartbeat={self._heartbeat}, login={self._login!r}, "
-            f"client_id={self._client_id!r})"
+            f"client_id={self._client_id!r}, confirm_mode={self._confirm_mode})"
         )
 
 
@@ -266,8 +304,12 @@ class StompSession:
         close_timeout: float,
         ssl_context: ssl.SSLContext | None,
         transport_factory: Callable[..., BoundTransport] = BoundTransport,
+        confirm_mode: ConfirmMode = "receipt",
     ) -> None:
         self._transport_factory = transport_factory
+        self._confirm_mode = confirm_mode
+        self._group: GroupCommit | None = None
+        """Set when this session batches confirmed sends into transactions (after CONNECTED)."""
         self._address = address
         self._broker = str(address)
         self._listener = listener
@@ -322,6 +364,11 @@ class StompSession:
         return self._receipts.outstanding
 
     @property
+    def batching(self) -> bool:
+        """Whether confirmed sends are group-committed in transactions on this session."""
+        return self._group is not None
+
+    @property
     def is_open(self) -> bool:
         with self._lock:
             return self._state == "open"
@@ -348,9 +395,12 @@ class StompSession:
         receipt = self._receipts.add(on_confirm)
         if receipt is None:
             raise self._dead_error()
-        frame_headers["receipt"] = receipt
         try:
-            self._write("SEND", frame_headers, body)
+            if self._group is not None:
+                self._queue_send(PendingSend(receipt, self._escaped(frame_headers), body))
+            else:
+                frame_headers["receipt"] = receipt
+                self._write("SEND", frame_headers, body)
         except BrokerUnavailable:
             if self._receipts.discard(receipt):
                 raise
@@ -396,6 +446,8 @@ class StompSession:
                 BrokerUnavailable("session closed before the broker confirmed", broker=self._broker)
             )
         )
+        if self._group is not None:
+            self._group.clear()
 
     def __repr__(self) -> str:
         with self._lock:
@@ -407,8 +459,13 @@ class StompSession:
 
     # -- opening ---------------------------------------------------------------------------
 
-    def open(self, timeout: float) -> None:
-        """Connect and handshake within ``timeout``; on failure release everything and raise."""
+    def open(self, timeout: float, cancel: Cancel | None = None) -> None:
+        """Connect and handshake within ``timeout``; on failure release everything and raise.
+
+        ``cancel`` cuts any step short with :class:`ConnectCancelled` (see StompConnector).
+        """
+        if cancel is not None and cancel.cancelled:
+            raise ConnectCancelled("connect cancelled before it started", broker=self._broker)
         deadline = self._clock.monotonic() + timeout
         transport = self._transport_factory(
             self._address.host,
@@ -426,16 +483,39 @@ class StompSession:
         # The protocol object is stomp.py's frame writer (header escaping); its own heart-beat
         # machinery stays off because it is given (0, 0).
         self._protocol = Protocol12(transport, heartbeats=(0, 0), auto_content_length=False)
+
+        def cancelled() -> None:
+            # On the cancelling thread: fail the wait for CONNECTED with this error (unless a
+            # real one came first), and wake a TCP connect or TLS handshake under way.
+            with self._lock:
+                if self._state != "connecting":
+                    return
+                if self._handshake_error is None:
+                    self._handshake_error = ConnectCancelled(
+                        "connect cancelled during the STOMP handshake", broker=self._broker
+                    )
+            self._handshake.set()
+            transport.interrupt()
+
+        forget = cancel.add_callback(cancelled) if cancel is not None else None
         try:
-            transport.start()
-        except Exception as exc:
-            transport.close_unstarted()
-            raise transport_error(exc, broker=self._broker, during=transport.stage) from exc
-        try:
-            self._handshake_within(deadline, timeout)
-        except BaseException:
-            self._teardown()
-            raise
+            try:
+                transport.start()
+            except Exception as exc:
+                transport.close_unstarted()
+                if cancel is not None and cancel.cancelled:
+                    raise ConnectCancelled(
+                        f"connect cancelled during {transport.stage}", broker=self._broker
+                    ) from exc
+                raise transport_error(exc, broker=self._broker, during=transport.stage) from exc
+            try:
+                self._handshake_within(deadline, timeout)
+            except BaseException:
+                self._teardown()
+                raise
+        finally:
+            if forget is not None:
+                forget()
 
     def _handshake_within(self, deadline: float, timeout: float) -> None:
         frame = Frame(
@@ -469,11 +549,15 @@ class StompSession:
             if error is None:
                 # Under the lock: a loss from now on sees "open" and aborts the transport,
                 # which also ends the writer; one seen before never lets it start.
+                group = self._group_for(headers or {})
                 self._count_sends = not transport.start_writer(
                     on_written=self._on_written,
                     on_failed=self._on_write_failed,
                     name=f"stomp-writer {self._address.key}",
+                    render=None if group is None else group.render,
                 )
+                # Group commit needs the writer (it renders at write time); TLS has none.
+                self._group = None if self._count_sends else group
                 self._state = "open"
         if error is not None:
             raise error
@@ -503,6 +587,12 @@ class StompSession:
             name=f"stomp-heartbeat {self._address.key}",
         )
         return None
+
+    def _group_for(self, headers: Mapping[str, str]) -> GroupCommit | None:
+        """The group commit for this broker, or None when sends keep one receipt each."""
+        if not batching_supported(self._confirm_mode, headers):
+            return None
+        return GroupCommit(self._encode, prefix=_COMMIT_PREFIX)
 
     def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread:
         thread = threading.Thread(target=target, name=f"stomp-io {self._address.key}", daemon=True)
@@ -543,6 +633,43 @@ class StompSession:
             state = self._heartbeat
             if state is not None:
                 state.sent(self._clock.monotonic())
+
+    def _escaped(self, headers: dict[str, str]) -> dict[str, str]:
+        """``headers`` escaped the way stomp.py escapes what it writes (in place)."""
+        _, protocol = self._parts()
+        protocol._escape_headers(headers)  # stomp.py's own escaping rules
+        return headers
+
+    def _encode(self, command: str, headers: Mapping[str, str], body: bytes) -> bytes:
+        """One frame as bytes, headers already escaped (the group commit's encoder)."""
+        data: bytes = stomp_utils.pack(
+            stomp_utils.convert_frame(Frame(command, dict(headers), body))
+        )
+        return data
+
+    def _queue_send(self, item: PendingSend, *, force: bool = False) -> None:
+        """Queue a confirmed send for group commit; the writer encodes it when it writes."""
+        if self._state != "open":
+            raise self._dead_error()
+        transport, _ = self._parts()
+        # With other sends unconfirmed this is part of a burst: leave it to the writer thread,
+        # so the burst gathers into one transaction. A lone send (a blocking ``send`` loop)
+        # may still be written at once on this thread.
+        alone = self._receipts.outstanding <= 1
+        try:
+            transport.send_deferred(item, force=force, inline=alone and not force)
+        except Exception as exc:
+            transport.abort()
+            raise transport_error(exc, broker=self._broker, during="SEND write") from exc
+
+    def _resend_alone(self, sends: tuple[PendingSend, ...]) -> None:
+        """Write each send again outside a transaction, with its own receipt (reader thread)."""
+        for send in sends:
+            send.alone = True
+            try:
+                self._queue_send(send, force=True)
+            except BrokerUnavailable:
+                return  # the session is lost: its receipt book fails every one of them
 
     def _on_written(self) -> None:
         """Writer thread: bytes reached the socket, which is what the broker's watchdog sees."""
@@ -634,6 +761,8 @@ class StompSession:
                 BrokerUnavailable(f"session lost before the broker confirmed: {cause}")
             )
         )
+        if self._group is not None:
+            self._group.clear()
         try:
             self._listener.on_lost(self, cause)
         except Exception as exc:  # noqa: BLE001 - the manager's bug must not kill our thread
@@ -714,7 +843,26 @@ class StompSession:
         if receipt == self._bye_receipt:
             self._bye.set()
             return
+        group = self._group
+        if group is not None and group.is_ours(receipt):
+            outcome = group.committed(receipt)
+            if outcome is not None:
+                self._settle(outcome)
+            return
         self._complete(self._receipts.confirm(receipt))
+
+    def _settle(self, outcome: tuple[str, tuple[PendingSend, ...]]) -> None:
+        """Confirm a committed run's sends, or write each again alone."""
+        verdict, sends = outcome
+        if verdict == "retry":
+            self._resend_alone(sends)
+            return
+        completions = []
+        for send in sends:
+            completion = self._receipts.confirm(send.receipt)
+            if completion is not None:
+                completions.append(completion)
+        self._complete(completions)
 
     def _on_error(self, headers: Mapping[str, str], body: bytes | None) -> None:
         secrets = (self._passcode,)
@@ -726,6 +874,25 @@ class StompSession:
             )
             return
         receipt = headers.get("receipt-id")
+        group = self._group
+        if group is not None and receipt is not None and group.is_ours(receipt):
+            outcome = group.refused(receipt)
+            if outcome is not None:
+                # The broker refused the COMMIT (a send in it failed): nothing of it was
+                # stored. Each send goes again alone; the broker's answer then names the one
+                # it refuses. Not an error of the session, so not reported as one.
+                _log.info(
+                    "%s: COMMIT of %d sends refused (%s); sending each again alone",
+                    self._broker,
+                    len(outcome[1]),
+                    broker_error_text(headers, body, (self._passcode,)),
+                )
+                self._settle(outcome)
+                return
+        if receipt is None and group is not None:
+            # Which send this is about cannot be known: no unanswered transaction may confirm
+            # its sends on the strength of its COMMIT alone.
+            group.unattributed_error()
         if receipt is not None and self._receipts.is_ours(receipt):
             rejection = send_rejection_from_frame(
                 headers, body, broker=self._broker, secrets=secrets

@@ -17,6 +17,7 @@ from failover_client._errors import ConfigurationError, ProtocolViolation
 __all__ = [
     "SUPPORTED_VERSIONS",
     "ack_headers",
+    "check_destination",
     "check_handshake_bytes",
     "connect_headers",
     "received_from_frame",
@@ -32,6 +33,25 @@ SUPPORTED_VERSIONS = ("1.1", "1.2")
 # every SEND, where they were most of the adapter's own cost.
 _BAD_NAME = re.compile("[:\n\r\0]")
 _BAD_RAW_VALUE = re.compile("[\n\r\0]")
+
+
+_BARE_PREFIXES = frozenset(
+    {"/queue/", "/topic/", "/temp-queue/", "/temp-topic/", "/exchange/", "/amq/queue/"}
+)
+"""Destination prefixes that name nothing on their own. ActiveMQ drops the connection on a
+SEND to ``/queue/`` without an ERROR, so the message would be replayed, and the connection
+dropped, after every reconnect: refused here instead, before anything is written."""
+
+
+def check_destination(destination: str, where: str) -> None:
+    """Refuse an empty destination or a bare prefix (ConfigurationError naming the frame)."""
+    if not destination:
+        raise ConfigurationError(f"{where}: the destination is empty")
+    if destination in _BARE_PREFIXES:
+        raise ConfigurationError(
+            f"{where}: destination {destination!r} is only a prefix; name the queue or topic "
+            f"after it (e.g. {destination}orders)"
+        )
 
 
 def _check_name(name: str, where: str) -> None:
@@ -88,6 +108,7 @@ def send_headers(
     ``content-length`` is always the real body length (a body may hold NUL bytes; a caller's
     own value could lie), and left out for an empty body, as stomp.py does.
     """
+    check_destination(destination, "SEND")
     result = {"persistent": "true"}
     _merge_user_headers(result, headers, "SEND")
     result.pop("content-length", None)
@@ -108,6 +129,7 @@ def subscribe_headers(spec: SubscriptionSpec, client_id: str | None) -> dict[str
     plus ``activemq.subscriptionName``); without one ActiveMQ would invent a new id per
     connection and silently start a fresh subscription after every failover.
     """
+    check_destination(spec.destination, "SUBSCRIBE")
     headers = {"destination": spec.destination, "id": spec.id, "ack": spec.ack}
     if spec.durable_name is not None:
         if not client_id:

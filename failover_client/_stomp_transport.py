@@ -25,9 +25,12 @@ queue), because a TLS socket must not be written by one thread while another rea
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import selectors
 import socket
 import ssl
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,13 +39,25 @@ from stomp import utils as stomp_utils
 from stomp.transport import Transport
 
 from failover_client._clock import Clock
-from failover_client._stomp_writer import FrameWriter
+from failover_client._stomp_writer import Deferred, FrameWriter, Render
 
 __all__ = ["BoundTransport"]
 
 _RECV_BYTES = 16384
 
 _SERVER_FRAMES = frozenset({"connected", "message", "receipt", "error", "heartbeat"})
+
+_IN_PROGRESS = frozenset(
+    code
+    for code in (
+        errno.EINPROGRESS,
+        errno.EALREADY,
+        errno.EWOULDBLOCK,
+        getattr(errno, "WSAEWOULDBLOCK", None),  # what a non-blocking connect says on Windows
+    )
+    if code is not None
+)
+"""connect_ex() results that mean "under way": wait for the socket to become writable."""
 
 
 class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type hints
@@ -89,6 +104,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self.stage = "TCP connect"
         """What ``attempt_connection`` was doing (for error messages)."""
         self._writer: FrameWriter | None = None
+        self._wake_lock = threading.Lock()
+        self._wake: tuple[socket.socket, socket.socket] | None = None
+        self._interrupted = False
 
     def _remaining(self) -> float:
         remaining = self._deadline - self._clock.monotonic()
@@ -97,28 +115,132 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         return remaining
 
     def attempt_connection(self) -> None:
-        """One TCP connect (and TLS handshake) to the one address, within the deadline."""
+        """One TCP connect (and TLS handshake) to the one address, within the deadline.
+
+        Both wait in a selector that :meth:`interrupt` wakes from another thread, so a
+        cancelled connect ends at once (ConnectionAbortedError) rather than at the deadline;
+        a blocking ``connect`` or ``do_handshake`` could only be ended by the timeout.
+        Raises TimeoutError at the deadline, the OSError / SSLError of the attempt otherwise.
+        """
         self.connection_error = False
-        sock: socket.socket = socket.create_connection(self._address, timeout=self._remaining())
+        self._open_wake()
         try:
-            if self._ssl_context is not None:
-                self.stage = "TLS handshake"
-                sock.settimeout(self._remaining())
-                sock = self._ssl_context.wrap_socket(sock, server_hostname=self._server_hostname)
-                # A TLS socket cannot be read and written from two threads at once: like
-                # stomp.py, hand writes to the I/O thread through its pollable queue.
-                self.send_queue = stomp_utils.PollableQueue()
-                self.sel = selectors.DefaultSelector()
-                self.sel.register(self.send_queue, selectors.EVENT_READ)
-                self.sel.register(sock, selectors.EVENT_READ)
-                self.blocking = False
-            sock.setblocking(self.blocking)
-        except BaseException:
-            self._drop_queue()
-            sock.close()
-            raise
+            sock = self._connect_tcp()
+            try:
+                if self._ssl_context is not None:
+                    self.stage = "TLS handshake"
+                    sock = self._tls_handshake(sock, self._ssl_context)
+                    # A TLS socket cannot be read and written from two threads at once: like
+                    # stomp.py, hand writes to the I/O thread through its pollable queue.
+                    self.send_queue = stomp_utils.PollableQueue()
+                    self.sel = selectors.DefaultSelector()
+                    self.sel.register(self.send_queue, selectors.EVENT_READ)
+                    self.sel.register(sock, selectors.EVENT_READ)
+                    self.blocking = False
+                sock.setblocking(self.blocking)
+            except BaseException:
+                self._drop_queue()
+                sock.close()
+                raise
+        finally:
+            self._close_wake()
         self.socket = sock
         self.current_host_and_port = self._address
+
+    def interrupt(self) -> None:
+        """Make a running or later :meth:`attempt_connection` fail at once (any thread)."""
+        with self._wake_lock:
+            self._interrupted = True
+            if self._wake is not None:
+                with contextlib.suppress(OSError):  # a full pipe has already woken the waiter
+                    self._wake[1].send(b"\0")
+
+    def _open_wake(self) -> None:
+        with self._wake_lock:
+            if self._interrupted:
+                raise ConnectionAbortedError("connect cancelled")
+            wake = socket.socketpair()
+            wake[1].setblocking(False)  # interrupt() holds the lock while it writes
+            self._wake = wake
+
+    def _close_wake(self) -> None:
+        with self._wake_lock:
+            wake, self._wake = self._wake, None
+        if wake is not None:
+            for end in wake:
+                end.close()
+
+    def _connect_tcp(self) -> socket.socket:
+        """Connect to the first address the host resolves to that accepts, like
+        ``socket.create_connection`` (IPv6 included), but cancellable and within the deadline.
+        """
+        self._remaining()
+        host, port = self._address
+        # Resolution itself cannot be cancelled; for a literal address it returns at once.
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        errors: list[OSError] = []
+        for family, kind, proto, _, sockaddr in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                self._connect_one(sock, sockaddr)
+            except OSError as exc:
+                sock.close()
+                if self._interrupted or isinstance(exc, TimeoutError):
+                    raise  # cancelled, or the deadline passed: no time for the next address
+                errors.append(exc)
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        # getaddrinfo raises rather than return nothing; like create_connection, report the
+        # first address's error.
+        raise errors[0]
+
+    def _connect_one(self, sock: socket.socket, sockaddr: Any) -> None:
+        """A non-blocking connect of ``sock`` to ``sockaddr``; raises the OSError it ends with."""
+        sock.setblocking(False)
+        code = sock.connect_ex(sockaddr)
+        if code in _IN_PROGRESS:
+            self._wait_for(sock, selectors.EVENT_WRITE)
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            # OSError(errno, ...) builds the matching subclass (ConnectionRefusedError, ...),
+            # as a blocking connect would raise it.
+            raise OSError(code, os.strerror(code))
+
+    def _tls_handshake(self, sock: socket.socket, context: ssl.SSLContext) -> ssl.SSLSocket:
+        """The TLS handshake on the connected non-blocking ``sock``, waiting in the selector."""
+        tls = context.wrap_socket(
+            sock, server_hostname=self._server_hostname, do_handshake_on_connect=False
+        )
+        try:
+            while True:
+                try:
+                    tls.do_handshake()
+                except ssl.SSLWantReadError:
+                    self._wait_for(tls, selectors.EVENT_READ)
+                except ssl.SSLWantWriteError:
+                    self._wait_for(tls, selectors.EVENT_WRITE)
+                else:
+                    return tls
+        except BaseException:
+            tls.close()
+            raise
+
+    def _wait_for(self, sock: socket.socket, events: int) -> None:
+        """Block until ``sock`` is ready for ``events``, the deadline passes (TimeoutError) or
+        :meth:`interrupt` runs (ConnectionAbortedError)."""
+        wake = self._wake
+        with selectors.DefaultSelector() as selector:
+            selector.register(sock, events)
+            if wake is not None:
+                selector.register(wake[0], selectors.EVENT_READ)
+            ready = selector.select(self._remaining())
+        if self._interrupted:
+            raise ConnectionAbortedError("connect cancelled")
+        if not ready:
+            raise TimeoutError("connect deadline passed")
 
     def shutdown_queue(self) -> None:
         # stomp.py's own version forgets the selector without closing it, so its epoll
@@ -140,11 +262,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         on_written: Callable[[], None],
         on_failed: Callable[[BaseException], None],
         name: str,
+        render: Render | None = None,
     ) -> bool:
         """Route later writes through a batching writer thread; False for a TLS socket.
 
         ``on_written`` runs after each real write; ``on_failed`` once when one fails (the
-        socket is shut down first, so the I/O thread also ends).
+        socket is shut down first, so the I/O thread also ends). ``render`` encodes the
+        :class:`Deferred` items of :meth:`send_deferred` at write time.
         """
         sock = self.socket
         if not self.blocking or sock is None or self._writer is not None:
@@ -158,7 +282,12 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             finally:
                 self.abort()
 
-        writer = FrameWriter(sock.sendall, on_written=on_written, on_failed=failed, name=name)
+        if render is None:
+            writer = FrameWriter(sock.sendall, on_written=on_written, on_failed=failed, name=name)
+        else:
+            writer = FrameWriter(
+                sock.sendall, on_written=on_written, on_failed=failed, name=name, render=render
+            )
         writer.start()
         self._writer = writer
         return True
@@ -192,6 +321,18 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             writer.put(encoded_frame)
         else:
             super().send(encoded_frame)
+
+    def send_deferred(self, item: Deferred, *, force: bool = False, inline: bool = True) -> None:
+        """Queue ``item`` for the writer, which renders it when it writes (see start_writer).
+
+        ``force`` never blocks on a full buffer (for the I/O thread); ``inline=False`` never
+        writes on the caller's thread (see :meth:`FrameWriter.put`). Raises ConnectionError
+        when there is no writer or it has failed.
+        """
+        writer = self._writer
+        if writer is None:
+            raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
+        writer.put(item, force=force, inline=inline)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until queued frames are written (True without a writer)."""

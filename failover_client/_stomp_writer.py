@@ -16,15 +16,23 @@ the application down instead of filling memory.
 A write that fails ends the writer: the buffered frames are dropped, every later ``put``
 raises, and ``on_failed`` runs once on the writer thread. A frame accepted by ``put`` has
 therefore not necessarily reached the socket; only a broker's RECEIPT confirms anything.
+
+Besides encoded frames the buffer may hold :class:`Deferred` items, which a ``render``
+function turns into bytes at the moment they are written, together with everything that
+gathered with them. Rendering is how group commit works (``_stomp_batch``): the sends that
+happen to be queued together become one broker transaction, so its shape follows the load
+instead of a timer. ``render`` runs on whichever thread writes (the writer thread, or a caller
+writing inline), never on two at once and always in buffer order.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-__all__ = ["DEFAULT_INLINE_AFTER", "DEFAULT_LIMIT", "FrameWriter"]
+__all__ = ["DEFAULT_INLINE_AFTER", "DEFAULT_LIMIT", "Deferred", "FrameWriter", "Item", "Render"]
 
 DEFAULT_LIMIT = 1 << 20
 """Bytes buffered before senders block (one batch more may be inside the system call)."""
@@ -35,6 +43,31 @@ DEFAULT_INLINE_AFTER = 0.0002
 Sends in a loop come every few microseconds; a blocking send waits a broker round trip
 (hundreds of microseconds) between frames.
 """
+
+
+class Deferred(Protocol):
+    """An item encoded only when written (see ``render``)."""
+
+    @property
+    def nbytes(self) -> int:
+        """About how many bytes it will take (counted against the buffer limit)."""
+
+
+Item = bytes | Deferred
+Render = Callable[[Sequence[Item]], bytes]
+
+
+def _join(items: Sequence[Item]) -> bytes:
+    """The default render: the buffer holds encoded frames only."""
+    if len(items) == 1 and isinstance(items[0], bytes):
+        return items[0]
+    if not all(isinstance(item, bytes) for item in items):
+        raise TypeError("a Deferred item was queued to a writer without a render function")
+    return b"".join(items)  # type: ignore[arg-type]  # all bytes, checked above
+
+
+def _size(item: Item) -> int:
+    return len(item) if isinstance(item, bytes) else item.nbytes
 
 
 class FrameWriter:
@@ -52,6 +85,9 @@ class FrameWriter:
         like a direct write.
     :param monotonic: bounds :meth:`flush`; real time, because the waits it bounds are
         waits on a condition variable, which a virtual clock cannot shorten.
+    :param render: turns what is written in one go into bytes; default: joins encoded
+        frames (and refuses :class:`Deferred` items). It may raise: that counts as a failed
+        write.
     """
 
     def __init__(
@@ -64,10 +100,12 @@ class FrameWriter:
         name: str = "frame-writer",
         inline_after: float | None = DEFAULT_INLINE_AFTER,
         monotonic: Callable[[], float] = time.monotonic,
+        render: Render = _join,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1 byte, got {limit}")
         self._write = write
+        self._render = render
         self._on_written = on_written
         self._on_failed = on_failed
         self._limit = limit
@@ -77,7 +115,7 @@ class FrameWriter:
         # instead of the writer, nor the writer's wake a waiting writer instead of senders.
         self._work = threading.Condition(self._lock)
         self._progress = threading.Condition(self._lock)
-        self._chunks: list[bytes] = []
+        self._chunks: list[Item] = []
         self._size = 0
         self._writing = False
         self._idle = False
@@ -100,28 +138,36 @@ class FrameWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: Item, *, force: bool = False, inline: bool = True) -> None:
         """Queue ``data`` after everything queued before; block while the buffer is full.
+
+        ``force`` queues even when the buffer is full (never blocks): for the reader thread,
+        which must not wait for the writer (the writer may be waiting for the broker, which
+        may be waiting for us to read). ``inline=False`` never writes on the caller's thread:
+        for a caller that knows more frames are coming (a burst whose gaps may exceed
+        ``inline_after`` on a busy machine), so that they gather and go together.
 
         Raises :class:`ConnectionError` (from the cause) once a write failed or the writer
         was cancelled, and the write's own error when this call wrote inline and failed.
         """
         with self._lock:
-            while self._size >= self._limit and self._error is None:
+            while self._size >= self._limit and self._error is None and not force:
                 self._progress.wait()
             if self._error is not None:
                 raise ConnectionError(f"connection is no longer writable: {self._error}") from (
                     self._error
                 )
-            inline = False
+            write_here = False
             if self._inline_after is not None:
                 now = self._monotonic()
                 quiet = now - self._last_put >= self._inline_after
                 self._last_put = now
-                inline = quiet and self._idle and not self._chunks and not self._writing
-            if not inline:
+                write_here = (
+                    inline and quiet and self._idle and not self._chunks and not self._writing
+                )
+            if not write_here:
                 self._chunks.append(data)
-                self._size += len(data)
+                self._size += _size(data)
                 if self._idle:
                     # Only an idle writer waits on the condition; a busy one looks again
                     # when its write returns, so the hot path skips the notify.
@@ -131,9 +177,9 @@ class FrameWriter:
             self._writing = True  # the writer thread waits until this write is done
         self._write_inline(data)
 
-    def _write_inline(self, data: bytes) -> None:
+    def _write_inline(self, data: Item) -> None:
         try:
-            self._write(data)
+            self._write(data if isinstance(data, bytes) else self._render([data]))
         except BaseException as exc:
             with self._lock:
                 self._writing = False
@@ -229,7 +275,7 @@ class FrameWriter:
                 self._writing = True
                 self._progress.notify_all()  # room for senders blocked on a full buffer
             try:
-                self._write(batch[0] if len(batch) == 1 else b"".join(batch))
+                self._write(self._render(batch))
             except BaseException as exc:  # noqa: BLE001 - reported through on_failed
                 self._fail(exc)
                 return

@@ -5,9 +5,10 @@
   :meth:`FakeClock.advance`. Nothing sleeps, so a 30-second back-off takes no real time and the
   outcome never depends on scheduling luck.
 * :class:`FakeConnector` / :class:`FakeSession`: a scripted broker group. Per broker, a list of
-  behaviours for successive connects (accept, refuse, auth-fail, tls-fail, protocol-error, hang);
-  sessions record sends, confirm them automatically or on command, deliver messages to
-  subscriptions and can be killed to simulate a lost broker.
+  behaviours for successive connects (accept, refuse, auth-fail, tls-fail, protocol-error, hang,
+  block); sessions record sends, confirm them automatically or on command, deliver messages to
+  subscriptions and can be killed to simulate a lost broker. Connects honour the ``cancel``
+  token the manager passes, as a real adapter does: a cancelled one raises ConnectCancelled.
 * :class:`EventRecorder`: a listener that records events and lets a test wait for one.
 
 Typical use::
@@ -30,13 +31,14 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
-from ._adapter import ConfirmCallback, Received, SessionListener, SubscriptionSpec
+from ._adapter import Cancel, ConfirmCallback, Received, SessionListener, SubscriptionSpec
 from ._clock import Clock, SystemClock
 from ._errors import (
     AuthenticationFailed,
     BrokerUnavailable,
+    ConnectCancelled,
     ProtocolViolation,
     SendRejected,
     TLSFailure,
@@ -55,7 +57,11 @@ __all__ = [
 
 _E = TypeVar("_E")
 
-Behaviour = Literal["accept", "refuse", "auth-fail", "tls-fail", "protocol-error", "hang"]
+Behaviour = Literal["accept", "refuse", "auth-fail", "tls-fail", "protocol-error", "hang", "block"]
+"""What one connect does. ``hang``: the handshake never answers, so the connect fails after
+its timeout (virtual time). ``block``: the connect blocks with no timeout at all (an adapter
+stuck below its deadline). Both end early as ``accept`` after :meth:`FakeConnector.release_hangs`
+and with ConnectCancelled when the connect's ``cancel`` token is cancelled."""
 _BEHAVIOURS: tuple[Behaviour, ...] = (
     "accept",
     "refuse",
@@ -63,6 +69,7 @@ _BEHAVIOURS: tuple[Behaviour, ...] = (
     "tls-fail",
     "protocol-error",
     "hang",
+    "block",
 )
 
 _SAFETY_TIMEOUT = 5.0
@@ -383,7 +390,8 @@ class FakeConnector:
     """A scripted group of brokers implementing the :class:`~failover_client.Connector` protocol.
 
     Every broker accepts unless scripted with :meth:`behave`. ``clock`` must be the connection's
-    clock so a ``hang`` lasts the connect timeout in the same (virtual) time.
+    clock so a ``hang`` lasts the connect timeout in the same (virtual) time. ``cancelled``
+    lists the broker keys of connects that ended because their token was cancelled.
     """
 
     def __init__(self, *, clock: Clock | None = None, auto_confirm: bool = True) -> None:
@@ -394,8 +402,11 @@ class FakeConnector:
         self._changed = threading.Condition(self._lock)
         self._scripts: dict[str, _Script] = {}
         self._release = threading.Event()
+        self._hanging: set[threading.Event] = set()
         self.attempts: list[tuple[str, float]] = []
         """(broker key, clock time) of every connect call, in order."""
+        self.cancelled: list[str] = []
+        """Broker keys of connects that ended with ConnectCancelled, in order."""
         self.sessions: list[FakeSession] = []
 
     def behave(self, broker: str | BrokerAddress, *steps: Behaviour) -> None:
@@ -410,11 +421,19 @@ class FakeConnector:
             self._scripts[key] = _Script(list(steps))
 
     def release_hangs(self) -> None:
-        """Let every hanging handshake (now and later) complete as ``accept``."""
-        self._release.set()
+        """Let every hanging or blocked handshake (now and later) complete as ``accept``."""
+        with self._lock:
+            self._release.set()
+            for woken in self._hanging:
+                woken.set()
 
     def connect(
-        self, address: BrokerAddress, *, timeout: float, listener: SessionListener
+        self,
+        address: BrokerAddress,
+        *,
+        timeout: float,
+        listener: SessionListener,
+        cancel: Cancel | None = None,
     ) -> FakeSession:
         with self._lock:
             script = self._scripts.setdefault(address.key, _Script())
@@ -422,6 +441,8 @@ class FakeConnector:
             self.attempts.append((address.key, self._clock.monotonic()))
             self._changed.notify_all()
         broker = str(address)
+        if cancel is not None and cancel.cancelled:
+            self._cancelled(address, "before it started")
         if step == "refuse":
             raise BrokerUnavailable("connection refused", broker=broker)
         if step == "auth-fail":
@@ -430,13 +451,42 @@ class FakeConnector:
             raise TLSFailure("certificate verify failed", broker=broker)
         if step == "protocol-error":
             raise ProtocolViolation("unexpected frame during handshake", broker=broker)
-        if step == "hang" and not self._clock.wait(self._release, timeout):
-            raise BrokerUnavailable(f"handshake did not finish within {timeout:g}s", broker=broker)
+        if step in ("hang", "block"):
+            released = self._hang(timeout if step == "hang" else None, cancel)
+            if cancel is not None and cancel.cancelled:
+                self._cancelled(address, "during the handshake")
+            if not released:
+                raise BrokerUnavailable(
+                    f"handshake did not finish within {timeout:g}s", broker=broker
+                )
         session = FakeSession(self, address, listener, auto_confirm=self.auto_confirm)
         with self._lock:
             self.sessions.append(session)
             self._changed.notify_all()
         return session
+
+    def _hang(self, timeout: float | None, cancel: Cancel | None) -> bool:
+        """Wait (clock time) for a release, a cancel or ``timeout``; True when released."""
+        woken = threading.Event()
+        with self._lock:
+            self._hanging.add(woken)
+            if self._release.is_set():
+                woken.set()
+        remove = cancel.add_callback(woken.set) if cancel is not None else None
+        try:
+            self._clock.wait(woken, timeout)
+        finally:
+            if remove is not None:
+                remove()
+            with self._lock:
+                self._hanging.discard(woken)
+        return self._release.is_set()
+
+    def _cancelled(self, address: BrokerAddress, when: str) -> NoReturn:
+        with self._lock:
+            self.cancelled.append(address.key)
+            self._changed.notify_all()
+        raise ConnectCancelled(f"connect cancelled {when}", broker=str(address))
 
     # --- the test's side ----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ EXPECTED = {
     "Closed",
     "ConfigurationError",
     "Connected",
+    "ConnectCancelled",
     "ConnectionClosed",
     "ConnectionFailure",
     "Disconnected",

@@ -31,6 +31,7 @@ def test_public_surface_is_pinned():
             "AttemptUnit",
             "BrokerAddress",
             "Component",
+            "ConfirmMode",
             "Dialect",
             "DiscoveryAgent",
             "ExplainRow",

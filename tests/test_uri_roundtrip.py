@@ -86,6 +86,8 @@ def _value_strategy(spec: OptionSpec) -> st.SearchStrategy[str]:
         return st.sampled_from([*BUILTIN_POLICIES, *ARTEMIS_POLICY_CLASSES])
     if kind == "server_list_action":
         return st.sampled_from(["REPLACE", "ADD", "IGNORE", "replace"])
+    if kind == "confirm_mode":
+        return st.sampled_from(["auto", "receipt", "transaction", "Transaction"])
     if kind == "secret":
         return st.text(min_size=1, max_size=8).map(MARK.__add__)
     if kind == "uri_list":

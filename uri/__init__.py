@@ -15,7 +15,7 @@ from ._build import build, dialect_defaults
 from ._explain import ExplainRow, explain
 from ._format import format_uri
 from ._model import Component, Dialect, FailoverURI, Form
-from ._options import AttemptUnit, FailoverOptions, ServerListAction
+from ._options import AttemptUnit, ConfirmMode, FailoverOptions, ServerListAction
 from ._parse import parse
 from ._table import (
     ARTEMIS_POLICY_CLASSES,
@@ -35,6 +35,7 @@ __all__ = [
     "AttemptUnit",
     "BrokerAddress",
     "Component",
+    "ConfirmMode",
     "Dialect",
     "DiscoveryAgent",
     "ExplainRow",

@@ -16,7 +16,7 @@ from typing import Literal
 
 from failover_client._errors import OptionError
 
-__all__ = ["AttemptUnit", "Dialect", "FailoverOptions", "ServerListAction"]
+__all__ = ["AttemptUnit", "ConfirmMode", "Dialect", "FailoverOptions", "ServerListAction"]
 
 AttemptUnit = Literal["pass", "broker"]
 """What one reconnect attempt counts: a pass over the broker list, or one try of one broker."""
@@ -25,7 +25,18 @@ Dialect = Literal["classic", "artemis", "qpid"]
 """Whose semantics the options follow (reconnect delays and limits differ per system)."""
 
 ServerListAction = Literal["replace", "add", "ignore"]
+ConfirmMode = Literal["auto", "receipt", "transaction"]
+"""How confirmed sends are confirmed: one receipt each, or group commit in transactions."""
 """How a broker-pushed server list merges into the known brokers (seeds are never removed)."""
+
+
+_CHOICES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attempt_unit", ("pass", "broker")),
+    ("dialect", ("classic", "artemis", "qpid")),
+    ("server_list_action", ("replace", "add", "ignore")),
+    ("confirm_mode", ("auto", "receipt", "transaction")),
+)
+"""Fields that take one of a few words (the Literal types above, checked at run time)."""
 
 
 def _positive_or_unlimited(name: str, value: int) -> None:
@@ -85,6 +96,10 @@ class FailoverOptions:
     """How long a send may block while disconnected or unconfirmed; None blocks forever."""
     confirm_window: int = 1024
     """Outstanding unconfirmed sends per connection before ``send`` waits."""
+    confirm_mode: ConfirmMode = "auto"
+    """``receipt``: one receipt per send; ``transaction``: sends written together share one
+    transaction, confirmed by its COMMIT's receipt (group commit); ``auto``: group commit where
+    the broker is known to make it safe (ActiveMQ Classic 5.14+), receipts elsewhere."""
     track_messages: bool = False
     max_cache_size: int = 131_072
     """Bytes of unconfirmed message bodies kept for replay after failover."""
@@ -146,21 +161,12 @@ class FailoverOptions:
             raise OptionError(
                 "heartbeat must be two non-negative millisecond values", option="heartbeat"
             )
-        if self.attempt_unit not in ("pass", "broker"):
-            raise OptionError(
-                f"attempt_unit must be 'pass' or 'broker', got {self.attempt_unit!r}",
-                option="attempt_unit",
-            )
-        if self.dialect not in ("classic", "artemis", "qpid"):
-            raise OptionError(
-                f"dialect must be classic, artemis or qpid, got {self.dialect!r}", option="dialect"
-            )
-        if self.server_list_action not in ("replace", "add", "ignore"):
-            raise OptionError(
-                f"server_list_action must be replace, add or ignore, got "
-                f"{self.server_list_action!r}",
-                option="server_list_action",
-            )
+        for name, allowed in _CHOICES:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise OptionError(
+                    f"{name} must be one of {', '.join(allowed)}; got {value!r}", option=name
+                )
 
     def source_of(self, name: str) -> str | None:
         """The spelling the user wrote for canonical field ``name``, or None if defaulted."""

@@ -47,6 +47,7 @@ ValueKind = Literal[
     "check_period",
     "policy",
     "server_list_action",
+    "confirm_mode",
     "text",
     "secret",
     "uri_list",
@@ -272,6 +273,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "lock-step."),
     _f("confirmWindow", ("confirm_window",), "positive_int", "1024",
        "Unconfirmed sends allowed per connection before send waits."),
+    _f("confirmMode", ("confirm_mode",), "confirm_mode", "auto",
+       "receipt: one receipt per send; transaction: sends written together share one "
+       "transaction and its COMMIT receipt (group commit); auto: group commit on ActiveMQ "
+       "Classic 5.14+, receipts elsewhere."),
     _f("policy", ("policy",), "policy", "",
        "Registered broker-selection policy name; empty: from randomize (shuffle or "
        "first-element)."),

@@ -122,6 +122,13 @@ def _server_list_action(text: str) -> str:
     return lowered
 
 
+def _confirm_mode(text: str) -> str:
+    lowered = text.lower()
+    if lowered not in ("auto", "receipt", "transaction"):
+        raise BadValue(f"expected auto, receipt or transaction, got {text!r}")
+    return lowered
+
+
 def _text(text: str) -> str:
     if not text:
         raise BadValue("expected a value")
@@ -141,6 +148,7 @@ _CONVERTERS: dict[str, Callable[[str], object]] = {
     "heartbeat": _heartbeat,
     "check_period": _check_period,
     "server_list_action": _server_list_action,
+    "confirm_mode": _confirm_mode,
     "text": _text,
     "secret": _text,
 }
