@@ -13,8 +13,8 @@ import importlib.metadata
 import json
 import os
 import platform
+import select
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +37,7 @@ BENCH_JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-Xss512k",
     "-XX:-UsePerfData",
+    "-XX:+UseTransparentHugePages",  # see FAST_JVM_OPTIONS in integration/_activemq.py
     "-Djava.net.preferIPv4Stack=true",
 )
 
@@ -127,40 +128,56 @@ def drain_ids(
     return found
 
 
+_PROBE_PROGRAM = """
+import socket, sys, time
+sock = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5.0)
+sock.settimeout(None)
+print("ready", flush=True)
+try:
+    while sock.recv(4096):
+        pass
+except OSError:
+    pass
+print(time.monotonic(), flush=True)
+time.sleep(60)  # exit only when told: a process exiting now would take CPU from the failover
+"""
+
+
 class EofProbe:
-    """A bare TCP connection to a broker whose thread records when the socket reports EOF/RST.
+    """A bare TCP connection, in a child process, that reports when it reads EOF or a reset.
 
     Opened just before a kill, it measures how long the operating system takes to tell *any*
-    client that the broker is gone (the JVM's teardown), which no client can beat.
+    client that the broker is gone (the JVM's teardown), which no client can beat. A child
+    process, not a thread: a thread of ours woken by the same kill would compete for the GIL
+    with the client being timed (an exiting child cost 2-3 ms, so it waits to be killed).
+    ``time.monotonic`` is CLOCK_MONOTONIC on Linux: one clock for every process.
     """
 
     def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=5.0)
-        self.sock.settimeout(None)
-        self.at: float | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="eof-probe", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        try:
-            while self.sock.recv(4096):
-                pass  # a STOMP broker sends nothing before CONNECT; read until EOF anyway
-        except OSError:
-            pass  # a reset is as good as an EOF here
-        self.at = time.monotonic()
-        self._done.set()
+        self.child = subprocess.Popen(
+            [sys.executable, "-S", "-c", _PROBE_PROGRAM, host, str(port)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.child.stdout is not None
+        if self.child.stdout.readline().strip() != "ready":
+            self.close()
+            raise RuntimeError(f"the EOF probe could not connect to {host}:{port}")
+        time.sleep(0.005)  # let it reach recv() before anything is killed
 
     def wait(self, timeout: float) -> float | None:
-        """When the EOF came (monotonic), or None."""
-        self._done.wait(timeout)
-        return self.at
+        """When the child saw the end (monotonic), or None."""
+        assert self.child.stdout is not None
+        ready, _, _ = select.select([self.child.stdout], [], [], timeout)
+        if not ready:
+            return None
+        text = self.child.stdout.readline().strip()
+        return float(text) if text else None
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self._thread.join(5.0)
+        if self.child.poll() is None:
+            self.child.kill()
+        self.child.communicate()
 
 
 # -- statistics ----------------------------------------------------------------------------

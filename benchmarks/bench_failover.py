@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_failover.py [--kills 20] [--cold-kills 10] [--repeat 10] [--quick]``
 
-Three ActiveMQ Classic brokers (independent, full-JIT JVM flags) on loopback. A producer thread
+Three ActiveMQ Classic brokers (independent, the harness's JVM flags) on loopback. A producer thread
 sends confirmed persistent 128-byte messages in a loop to one queue. Each round: SIGKILL the
 broker that confirmed the last message, and take the time from just before the signal to the
 first confirmation that comes from another broker. The killed broker is then restarted (same

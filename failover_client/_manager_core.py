@@ -448,8 +448,8 @@ class Core:
                 return
             slot.alive = False
             slot.cause = cause
-            if slot.role == "current" and self.state not in _TERMINAL:
-                _log.warning("lost %s: %s", slot.broker, cause)
+            current = slot.role == "current" and self.state not in _TERMINAL
+            if current:
                 self.state = "reconnecting"
                 events.append(Disconnected(slot.broker, cause))
                 self.cond.notify_all()
@@ -457,7 +457,11 @@ class Core:
                 if slot in self.standbys:
                     self.standbys.remove(slot)
                 events.append(StandbyLost(slot.broker, cause))
+        # The reconnect loop first: a log handler (a file, a socket, a lock held by another
+        # thread) must neither hold the lock nor delay the fail-over.
         self.wake.set()
+        if current:
+            _log.warning("lost %s: %s", slot.broker, cause)
         for event in events:
             self.emit(event)
 

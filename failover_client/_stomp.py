@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from stomp import utils as stomp_utils
@@ -79,6 +79,7 @@ from failover_client._stomp_heartbeat import (
 from failover_client._stomp_receipts import Completion, ReceiptBook, run_all
 from failover_client._stomp_tls import build_ssl_context
 from failover_client._stomp_transport import BoundTransport
+from failover_client._stomp_writer import Item, join_frames
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["StompConnector", "StompSession"]
@@ -342,6 +343,8 @@ class StompSession:
         self._protocol: Protocol12 | None = None
         self._count_sends = True
         """Whether ``_write`` notes heart-beat traffic itself (no writer thread does it)."""
+        self._connect_written = False
+        """Whether CONNECT went out (written before the I/O thread starts, see there)."""
 
     # -- public surface --------------------------------------------------------------------
 
@@ -517,8 +520,8 @@ class StompSession:
             if forget is not None:
                 forget()
 
-    def _handshake_within(self, deadline: float, timeout: float) -> None:
-        frame = Frame(
+    def _connect_frame(self) -> Frame:
+        return Frame(
             "CONNECT",
             connect_headers(
                 host=self._address.param("vhost") or self._address.host,
@@ -528,12 +531,40 @@ class StompSession:
                 client_id=self._client_id,
             ),
         )
+
+    def _write_connect(self, frame: Frame) -> None:
         transport, _ = self._parts()
-        try:
-            with self._write_lock:
-                transport.write_quietly(frame)
-        except Exception as exc:
-            raise transport_error(exc, broker=self._broker, during="CONNECT") from exc
+        with self._write_lock:
+            transport.write_quietly(frame)
+        self._connect_written = True
+
+    def _handshake_within(self, deadline: float, timeout: float) -> None:
+        frame = self._connect_frame()
+        transport, _ = self._parts()
+        if not self._connect_written:
+            # A transport that never asked for an I/O thread (a test's scripted one).
+            try:
+                self._write_connect(frame)
+            except Exception as exc:
+                raise transport_error(exc, broker=self._broker, during="CONNECT") from exc
+        # The broker takes milliseconds to answer CONNECT: start the writer and watchdog
+        # threads meanwhile, not after CONNECTED, where each start (a thread hand-off and back)
+        # would delay the first send. Nothing is written through the writer before "open".
+        self._count_sends = not transport.start_writer(
+            on_written=self._on_written,
+            on_failed=self._on_write_failed,
+            name=f"stomp-writer {self._address.key}",
+            render=self._render_queued,
+        )
+        if any(self._wanted_heartbeat):
+            self._monitor = HeartbeatMonitor(
+                None,
+                self._clock,
+                send_beat=self._send_heartbeat,
+                on_silence=self._on_silence,
+                name=f"stomp-heartbeat {self._address.key}",
+            )
+            self._monitor.start()
         remaining = max(0.0, deadline - self._clock.monotonic())
         if not self._clock.wait(self._handshake, remaining):
             raise BrokerUnavailable(
@@ -547,22 +578,14 @@ class StompSession:
             if error is None and headers is not None:
                 error = self._accept_connected(headers)
             if error is None:
-                # Under the lock: a loss from now on sees "open" and aborts the transport,
-                # which also ends the writer; one seen before never lets it start.
+                # Under the lock: a loss from now on sees "open" (and aborts the transport,
+                # which also ends the writer); one seen before fails the handshake.
                 group = self._group_for(headers or {})
-                self._count_sends = not transport.start_writer(
-                    on_written=self._on_written,
-                    on_failed=self._on_write_failed,
-                    name=f"stomp-writer {self._address.key}",
-                    render=None if group is None else group.render,
-                )
                 # Group commit needs the writer (it renders at write time); TLS has none.
                 self._group = None if self._count_sends else group
                 self._state = "open"
         if error is not None:
             raise error
-        if self._monitor is not None:
-            self._monitor.start()
 
     def _accept_connected(self, headers: Mapping[str, str]) -> ConnectionFailure | None:
         """Check CONNECTED's version and heart-beat header and arm the watchdog (under lock)."""
@@ -579,13 +602,8 @@ class StompSession:
             return ProtocolViolation(f"CONNECTED frame: {exc}", broker=self._broker)
         self._version = version
         self._heartbeat = HeartbeatState(plan, self._clock.monotonic())
-        self._monitor = HeartbeatMonitor(
-            self._heartbeat,
-            self._clock,
-            send_beat=self._send_heartbeat,
-            on_silence=self._on_silence,
-            name=f"stomp-heartbeat {self._address.key}",
-        )
+        if self._monitor is not None:
+            self._monitor.arm(self._heartbeat)  # its thread ends at once if nothing is watched
         return None
 
     def _group_for(self, headers: Mapping[str, str]) -> GroupCommit | None:
@@ -595,6 +613,11 @@ class StompSession:
         return GroupCommit(self._encode, prefix=_COMMIT_PREFIX)
 
     def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread:
+        # stomp.py asks for the thread once the connection (and TLS handshake) is up: CONNECT
+        # goes out first, so the broker already works on it while this thread starts.
+        transport, _ = self._parts()
+        transport.stage = "CONNECT"
+        self._write_connect(self._connect_frame())
         thread = threading.Thread(target=target, name=f"stomp-io {self._address.key}", daemon=True)
         thread.start()
         return thread
@@ -639,6 +662,11 @@ class StompSession:
         _, protocol = self._parts()
         protocol._escape_headers(headers)  # stomp.py's own escaping rules
         return headers
+
+    def _render_queued(self, items: Sequence[Item]) -> bytes:
+        """The writer's render: transactions once CONNECTED enabled group commit, else frames."""
+        group = self._group
+        return join_frames(items) if group is None else group.render(items)
 
     def _encode(self, command: str, headers: Mapping[str, str], body: bytes) -> bytes:
         """One frame as bytes, headers already escaped (the group commit's encoder)."""
@@ -751,11 +779,6 @@ class StompSession:
                 return
             self._state = "lost"
             self._lost_cause = cause
-        monitor = self._monitor
-        if monitor is not None:
-            monitor.stop()
-        if self._transport is not None:
-            self._transport.abort()
         self._complete(
             self._receipts.fail_all(
                 BrokerUnavailable(f"session lost before the broker confirmed: {cause}")
@@ -767,6 +790,14 @@ class StompSession:
             self._listener.on_lost(self, cause)
         except Exception as exc:  # noqa: BLE001 - the manager's bug must not kill our thread
             _log.exception("%s: on_lost listener failed: %r", self._broker, exc)
+        # Only now wake the watchdog and the writer to end: woken earlier, their threads would
+        # queue for the GIL ahead of the reconnect loop that on_lost just woke. Nothing is
+        # written meanwhile: every write checks the state, which is "lost" already.
+        monitor = self._monitor
+        if monitor is not None:
+            monitor.stop()
+        if self._transport is not None:
+            self._transport.abort()
 
     def _complete(self, completions: list[Completion] | Completion | None) -> None:
         run_all(completions, self._report)

@@ -171,32 +171,45 @@ class HeartbeatMonitor:
 
     def __init__(
         self,
-        state: HeartbeatState,
+        state: HeartbeatState | None,
         clock: Clock,
         *,
         send_beat: Callable[[], None],
         on_silence: Callable[[float], None],
         name: str = "stomp-heartbeat",
     ) -> None:
+        """``state`` may come later, through :meth:`arm`: the session starts the thread while
+        the broker works on CONNECT, before CONNECTED says what to watch."""
         self.state = state
         self._clock = clock
         self._send_beat = send_beat
         self._on_silence = on_silence
         self._stop = threading.Event()
+        self._armed = threading.Event()
+        if state is not None:
+            self._armed.set()
         self._thread: threading.Thread | None = None
         self._name = name
 
     def start(self) -> None:
-        """Start the thread (nothing to do when both directions are off)."""
-        plan = self.state.plan
-        if not plan.beat_every and not plan.silence_limit:
+        """Start the thread (nothing to do when an armed plan watches neither direction).
+
+        An unarmed thread waits for :meth:`arm` or :meth:`stop`.
+        """
+        if self.state is not None and not _watches(self.state.plan):
             return
-        self._thread = threading.Thread(target=self.run, name=self._name, daemon=True)
+        self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
         self._thread.start()
+
+    def arm(self, state: HeartbeatState) -> None:
+        """Give the (started) thread what to watch; it ends at once if that is nothing."""
+        self.state = state
+        self._armed.set()
 
     def stop(self, join_timeout: float | None = None) -> None:
         """Stop the thread; join it unless called from the thread itself."""
         self._stop.set()
+        self._armed.set()
         thread = self._thread
         if (
             thread is not None
@@ -209,10 +222,18 @@ class HeartbeatMonitor:
     def thread(self) -> threading.Thread | None:
         return self._thread
 
+    def _main(self) -> None:
+        self._armed.wait()
+        if self.state is not None and _watches(self.state.plan):
+            self.run()
+
     def run(self) -> None:
-        """The watchdog loop (the thread's target; tests call it directly with a fake clock)."""
+        """The watchdog loop (the thread's work once armed; tests call it with a fake clock)."""
+        state = self.state
+        if state is None:
+            return
         while not self._stop.is_set():
-            tick = self.state.poll(self._clock.monotonic())
+            tick = state.poll(self._clock.monotonic())
             if tick.silence is not None:
                 self._stop.set()
                 self._on_silence(tick.silence)
@@ -221,3 +242,7 @@ class HeartbeatMonitor:
                 self._send_beat()
             if tick.wait is None or self._clock.wait(self._stop, tick.wait):
                 return
+
+
+def _watches(plan: HeartbeatPlan) -> bool:
+    return bool(plan.beat_every or plan.silence_limit)

@@ -32,7 +32,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-__all__ = ["DEFAULT_INLINE_AFTER", "DEFAULT_LIMIT", "Deferred", "FrameWriter", "Item", "Render"]
+__all__ = [
+    "DEFAULT_INLINE_AFTER",
+    "DEFAULT_LIMIT",
+    "Deferred",
+    "FrameWriter",
+    "Item",
+    "Render",
+    "join_frames",
+]
 
 DEFAULT_LIMIT = 1 << 20
 """Bytes buffered before senders block (one batch more may be inside the system call)."""
@@ -57,7 +65,7 @@ Item = bytes | Deferred
 Render = Callable[[Sequence[Item]], bytes]
 
 
-def _join(items: Sequence[Item]) -> bytes:
+def join_frames(items: Sequence[Item]) -> bytes:
     """The default render: the buffer holds encoded frames only."""
     if len(items) == 1 and isinstance(items[0], bytes):
         return items[0]
@@ -100,7 +108,7 @@ class FrameWriter:
         name: str = "frame-writer",
         inline_after: float | None = DEFAULT_INLINE_AFTER,
         monotonic: Callable[[], float] = time.monotonic,
-        render: Render = _join,
+        render: Render = join_frames,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1 byte, got {limit}")
