@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from integration._activemq import FAST_JVM_OPTIONS
 from integration.brokers import Broker, Cluster, ClusterSpec, start_cluster
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -51,6 +52,7 @@ def brokers(
     kind: str = "activemq",
     full_jit: bool = True,
     store: str | None = None,
+    extra_jvm_options: Sequence[str] = (),
 ) -> Iterator[Cluster]:
     """Start ``size`` brokers; stop all of them on exit.
 
@@ -59,6 +61,7 @@ def brokers(
     were measured with and which restart a killed broker fastest. ``store`` is the parent
     directory of the brokers' directories (message stores included); default the system's
     temporary directory (a disk here); ``/dev/shm`` puts the stores in memory.
+    ``extra_jvm_options`` are appended to ActiveMQ's flags (experiments with the JVM).
     """
     root = Path(tempfile.mkdtemp(prefix=f"fc-{label}-", dir=store))
     spec = ClusterSpec(
@@ -67,7 +70,7 @@ def brokers(
         network=network,
         advertise="stomp",
         label=label,
-        jvm_options=BENCH_JVM_OPTIONS if kind == "activemq" and full_jit else (),
+        jvm_options=_jvm_options(kind, full_jit, extra_jvm_options),
     )
     cluster = start_cluster(spec, root, "local")
     try:
@@ -77,6 +80,15 @@ def brokers(
             cluster.close()
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _jvm_options(kind: str, full_jit: bool, extra: Sequence[str]) -> tuple[str, ...]:
+    """The ActiveMQ JVM flags for ``brokers()``; () means the harness's own defaults."""
+    if kind != "activemq":
+        return ()
+    if full_jit:
+        return (*BENCH_JVM_OPTIONS, *extra)
+    return (*FAST_JVM_OPTIONS, *extra) if extra else ()
 
 
 def broker_by_port(cluster: Cluster, port: int) -> int:

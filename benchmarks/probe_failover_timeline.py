@@ -32,10 +32,8 @@ import contextlib
 import functools
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -64,8 +62,7 @@ from failover_client import _manager_slot as manager_slot
 from failover_client import _sends as sends
 from failover_client import _stomp as stomp_adapter
 from failover_client import _stomp_transport as stomp_transport
-from integration._activemq import FAST_JVM_OPTIONS
-from integration.brokers import BrokerKind, Cluster, ClusterSpec, start_cluster
+from integration.brokers import Cluster
 
 WARM_QUEUE = "/queue/bench.warmup"
 BODY = b"x" * 128
@@ -486,31 +483,13 @@ def run_round(cluster: Cluster, rec: Recorder, variant: str, settle: int, number
 
 @contextlib.contextmanager
 def three_brokers(extra_jvm_options: Sequence[str] = ()) -> Iterator[Cluster]:
-    """bench_failover's brokers (fast-start JVM flags), plus ``extra_jvm_options``, warmed up."""
-    if not extra_jvm_options:
-        with brokers(3, label="timeline", full_jit=False) as cluster:
-            for broker in cluster:
-                warm(broker, WARM_QUEUE, 3000)
-            yield cluster
-        return
-    root = Path(tempfile.mkdtemp(prefix="fc-timeline-"))
-    spec = ClusterSpec(
-        BrokerKind.ACTIVEMQ,
-        3,
-        advertise="stomp",
-        label="timeline",
-        jvm_options=(*FAST_JVM_OPTIONS, *extra_jvm_options),
-    )
-    cluster = start_cluster(spec, root, "local")
-    try:
+    """bench_failover's brokers (the harness's JVM flags), plus ``extra_jvm_options``, warm."""
+    with brokers(
+        3, label="timeline", full_jit=False, extra_jvm_options=extra_jvm_options
+    ) as cluster:
         for broker in cluster:
             warm(broker, WARM_QUEUE, 3000)
         yield cluster
-    finally:
-        try:
-            cluster.close()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def restart_killed(cluster: Cluster) -> None:

@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import trustme
 
 from failover_client import BrokerAddress, ConnectionClosed, FailoverConnection, FailoverOptions
 from failover_client._adapter import Cancel
@@ -44,7 +43,7 @@ from integration.test_failover_common import (
     failover_uri,
     library_threads,
 )
-from integration.tls import broker_tls
+from integration.tls import fresh_ca_and_broker_tls
 
 pytestmark = pytest.mark.integration
 
@@ -192,11 +191,7 @@ def test_close_while_a_sigstopped_broker_never_answers_connect(activemq_cluster:
 
 @pytest.fixture(scope="module")
 def tls_material(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsOptions, Path]:
-    ca = trustme.CA()
-    directory = tmp_path_factory.mktemp("close-tls")
-    ca_file = directory / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    return broker_tls(ca, directory), ca_file
+    return fresh_ca_and_broker_tls(tmp_path_factory.mktemp("close-tls"))
 
 
 def test_close_while_a_sigstopped_broker_never_finishes_the_tls_handshake(

@@ -17,18 +17,14 @@ import trustme
 from failover_client import FailedOver, FailoverConnection, GaveUp, ReconnectAttempt, TLSFailure
 from integration.brokers import Cluster, TlsOptions
 from integration.test_failover_common import FAST, Events, LeakCheck, broker_at, failover_uri
-from integration.tls import broker_tls
+from integration.tls import fresh_ca_and_broker_tls
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def tls_material(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsOptions, Path]:
-    ca = trustme.CA()
-    directory = tmp_path_factory.mktemp("failover-tls")
-    ca_file = directory / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    return broker_tls(ca, directory), ca_file
+    return fresh_ca_and_broker_tls(tmp_path_factory.mktemp("failover-tls"))
 
 
 @pytest.fixture

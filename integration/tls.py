@@ -27,7 +27,7 @@ from ._model import TlsOptions
 if TYPE_CHECKING:
     import trustme
 
-__all__ = ["broker_tls"]
+__all__ = ["broker_tls", "fresh_ca_and_broker_tls"]
 
 
 def broker_tls(
@@ -85,3 +85,17 @@ def broker_tls(
         capture_output=True,
     )
     return TlsOptions(keystore, password, truststore, password, need_client_auth=True)
+
+
+def fresh_ca_and_broker_tls(directory: Path) -> tuple[TlsOptions, Path]:
+    """A new CA (written to ``directory/ca.pem``) and a broker key store it signed.
+
+    Returns the broker's TLS options and the CA file a client verifies the broker with.
+    """
+    import trustme  # noqa: PLC0415 - a test extra; importing this module must not need it
+
+    ca = trustme.CA()
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_file = directory / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return broker_tls(ca, directory), ca_file
