@@ -49,6 +49,7 @@ from failover_client._errors import (
 from failover_client._stomp_batch import (
     ConfirmMode,
     GroupCommit,
+    Outcome,
     PendingSend,
     batching_supported,
 )
@@ -882,7 +883,7 @@ class StompSession:
             return
         self._complete(self._receipts.confirm(receipt))
 
-    def _settle(self, outcome: tuple[str, tuple[PendingSend, ...]]) -> None:
+    def _settle(self, outcome: Outcome) -> None:
         """Confirm a committed run's sends, or write each again alone."""
         verdict, sends = outcome
         if verdict == "retry":

@@ -56,6 +56,7 @@ __all__ = [
     "Batch",
     "ConfirmMode",
     "GroupCommit",
+    "Outcome",
     "PendingSend",
     "batching_supported",
 ]

@@ -115,18 +115,18 @@ def _check_period(text: str) -> tuple[int, int]:
     return (0, 0) if value <= 0 else (value, value)
 
 
-def _server_list_action(text: str) -> str:
-    lowered = text.lower()
-    if lowered not in _ACTIONS:
-        raise BadValue(f"expected REPLACE, ADD or IGNORE, got {text!r}")
-    return lowered
+def _one_of(words: tuple[str, ...], *, upper: bool = False) -> Callable[[str], str]:
+    """A converter accepting any case of ``words``; ``upper`` shows them as the system writes."""
+    shown = [w.upper() if upper else w for w in words]
+    listed = f"{', '.join(shown[:-1])} or {shown[-1]}"
 
+    def check(text: str) -> str:
+        lowered = text.lower()
+        if lowered not in words:
+            raise BadValue(f"expected {listed}, got {text!r}")
+        return lowered
 
-def _confirm_mode(text: str) -> str:
-    lowered = text.lower()
-    if lowered not in ("auto", "receipt", "transaction"):
-        raise BadValue(f"expected auto, receipt or transaction, got {text!r}")
-    return lowered
+    return check
 
 
 def _text(text: str) -> str:
@@ -147,8 +147,8 @@ _CONVERTERS: dict[str, Callable[[str], object]] = {
     "fraction": _fraction,
     "heartbeat": _heartbeat,
     "check_period": _check_period,
-    "server_list_action": _server_list_action,
-    "confirm_mode": _confirm_mode,
+    "server_list_action": _one_of(_ACTIONS, upper=True),
+    "confirm_mode": _one_of(("auto", "receipt", "transaction")),
     "text": _text,
     "secret": _text,
 }
