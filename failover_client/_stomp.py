@@ -27,7 +27,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from stomp import utils as stomp_utils
 from stomp.protocol import Protocol12
 from stomp.utils import Frame
 
@@ -53,6 +52,7 @@ from failover_client._stomp_batch import (
     PendingSend,
     batching_supported,
 )
+from failover_client._stomp_encode import encode_frame, escape_headers
 from failover_client._stomp_errors import (
     broker_error_text,
     connect_error_from_frame,
@@ -611,7 +611,7 @@ class StompSession:
         """The group commit for this broker, or None when sends keep one receipt each."""
         if not batching_supported(self._confirm_mode, headers):
             return None
-        return GroupCommit(self._encode, prefix=_COMMIT_PREFIX)
+        return GroupCommit(encode_frame, prefix=_COMMIT_PREFIX)
 
     def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread:
         # stomp.py asks for the thread once the connection (and TLS handshake) is up: CONNECT
@@ -645,10 +645,12 @@ class StompSession:
         # after the check fails the write below, which is mapped the same way.
         if self._state != "open":
             raise self._dead_error()
-        transport, protocol = self._parts()
+        transport, _ = self._parts()
+        # Encoded outside the try: bad input is the caller's error, not a broken connection.
+        data = encode_frame(command, escape_headers(headers, self._version), body or b"")
         try:
             with self._write_lock:
-                protocol.send_frame(command, headers, body if body is not None else b"")
+                transport.write_encoded(data)
         except Exception as exc:
             # The I/O thread reports the loss (on_lost) once the socket is down.
             transport.abort()
@@ -659,22 +661,13 @@ class StompSession:
                 state.sent(self._clock.monotonic())
 
     def _escaped(self, headers: dict[str, str]) -> dict[str, str]:
-        """``headers`` escaped the way stomp.py escapes what it writes (in place)."""
-        _, protocol = self._parts()
-        protocol._escape_headers(headers)  # stomp.py's own escaping rules
-        return headers
+        """``headers`` escaped for this session's STOMP version."""
+        return escape_headers(headers, self._version)
 
     def _render_queued(self, items: Sequence[Item]) -> bytes:
         """The writer's render: transactions once CONNECTED enabled group commit, else frames."""
         group = self._group
         return join_frames(items) if group is None else group.render(items)
-
-    def _encode(self, command: str, headers: Mapping[str, str], body: bytes) -> bytes:
-        """One frame as bytes, headers already escaped (the group commit's encoder)."""
-        data: bytes = stomp_utils.pack(
-            stomp_utils.convert_frame(Frame(command, dict(headers), body))
-        )
-        return data
 
     def _queue_send(self, item: PendingSend, *, force: bool = False) -> None:
         """Queue a confirmed send for group commit; the writer encodes it when it writes."""

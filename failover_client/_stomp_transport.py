@@ -303,16 +303,18 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         if frame.cmd == "DISCONNECT":
             super().transmit(frame)
             return
-        lines = stomp_utils.convert_frame(frame)
+        self.write_encoded(stomp_utils.pack(stomp_utils.convert_frame(frame)))
+
+    def write_encoded(self, data: bytes) -> None:
+        """Write one encoded frame: through the writer thread, or stomp.py's queue under TLS."""
         if stomp_log.isEnabledFor(stomp_log.DEBUG):
-            # The same debug line as stomp.py's (CONNECT, which carries the passcode, never
-            # comes here: see write_quietly).
-            stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(lines))
-        packed = stomp_utils.pack(lines)
+            # stomp.py's debug line, masking a passcode as it does (CONNECT, which carries
+            # one, never comes here: see write_quietly).
+            stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(data))
         if self.blocking:
-            self.send(packed)
+            self.send(data)
         else:
-            self.send_queue.put(packed)
+            self.send_queue.put(data)
 
     def send(self, encoded_frame: bytes) -> None:
         """Queue one encoded frame for the writer thread, or write it here before it runs."""

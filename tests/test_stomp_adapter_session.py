@@ -87,6 +87,16 @@ class ScriptedTransport:
             raise self.write_error
         self.frames.append((frame.cmd, dict(frame.headers), frame.body))
 
+    def write_encoded(self, data: bytes) -> None:
+        # Recorded like transmit's frames: command, headers as written (escaped), body.
+        if self.write_error is not None:
+            raise self.write_error
+        head, _, rest = data.partition(b"\n\n")
+        command, *lines = head.decode().split("\n")
+        headers = dict(line.split(":", 1) for line in lines)
+        assert rest.endswith(b"\0"), data
+        self.frames.append((command, headers, rest[:-1]))
+
     def write_quietly(self, frame: Any) -> None:
         self.connect_frame = frame
         self.on_connect(self)
