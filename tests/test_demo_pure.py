@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from failover_client.demo import (
 from failover_client.demo._clients import ClientEvents, Labeller
 from failover_client.demo._live import BrokerRow, ClientRow, PlainView, ViewState, format_event
 from failover_client.demo._record import EventLine, FailoverTime, Mark, Recorder
+from failover_client.demo._run import DemoConfig, _Demo
 from failover_client.demo._summary import summary_tables
 from failover_client.demo._timeline import mark_text
 from failover_client.testing import FakeClock
@@ -277,3 +279,12 @@ def test_plain_view_logs_events_and_a_status_line_every_few_seconds() -> None:
         "[   3.0 s] producer: failed over A -> B in 12 ms\n"
     )
     assert format_event(EventLine(12.34, "c", "x")) == "[  12.3 s] c: x"
+
+
+def test_shutdown_after_an_interrupt_before_the_view_thread_started() -> None:
+    # Ctrl-C right after "traffic started" can come before the view thread's start().
+    demo = _Demo(DemoConfig(scenario=quick_scenario()), io.StringIO(), FakeClock())
+    demo._ticker = threading.Thread(target=demo.stop.wait)
+    demo.shutdown(interrupted=True)  # no "cannot join thread before it is started"
+    assert demo.stop.is_set()
+    assert not demo._ticker.is_alive()

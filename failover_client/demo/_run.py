@@ -300,8 +300,12 @@ class _Demo:
         if self.producer is not None:
             self.producer.stop()
         self.close_clients()
-        if self._ticker is not None:
-            self._ticker.join()
+        ticker = self._ticker
+        # Ctrl-C can land between creating the view thread and starting it (right after the
+        # "traffic started" line); joining a thread that never started would raise and turn
+        # the interrupt into a crash. A thread still starting sees ``stop`` and ends alone.
+        if ticker is not None and ticker.ident is not None:
+            ticker.join()
         self.view.close()
         if self.brokers is not None:
             if interrupted:
