@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import os
 import selectors
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stomp import log as stomp_log
@@ -41,7 +42,10 @@ from stomp.transport import Transport
 from failover_client._clock import Clock
 from failover_client._stomp_writer import Deferred, FrameWriter, Render
 
-__all__ = ["BoundTransport"]
+__all__ = ["BoundTransport", "GetAddrInfo"]
+
+GetAddrInfo = Callable[[str, int, int, int], Sequence[tuple[int, int, int, str, Any]]]
+"""``socket.getaddrinfo(host, port, family, type)``: injected so tests can stand in a slow DNS."""
 
 _RECV_BYTES = 16384
 
@@ -58,6 +62,15 @@ _IN_PROGRESS = frozenset(
     if code is not None
 )
 """connect_ex() results that mean "under way": wait for the socket to become writable."""
+
+
+def _is_literal(host: str) -> bool:
+    """Whether ``host`` is an IP address (getaddrinfo answers those without a resolver)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type hints
@@ -82,6 +95,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         server_hostname: str | None,
         on_bytes: Callable[[bytes], None],
         on_bad_frame: Callable[[str], None],
+        getaddrinfo: GetAddrInfo = socket.getaddrinfo,
     ) -> None:
         super().__init__(
             host_and_ports=[(host, port)],
@@ -101,6 +115,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self._server_hostname = server_hostname
         self._on_bytes = on_bytes
         self._on_bad_frame = on_bad_frame
+        self._getaddrinfo = getaddrinfo
         self.stage = "TCP connect"
         """What ``attempt_connection`` was doing (for error messages)."""
         self._writer: FrameWriter | None = None
@@ -176,8 +191,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """
         self._remaining()
         host, port = self._address
-        # Resolution itself cannot be cancelled; for a literal address it returns at once.
-        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        infos = self._resolve(host, port)
         errors: list[OSError] = []
         for family, kind, proto, _, sockaddr in infos:
             sock = socket.socket(family, kind, proto)
@@ -196,6 +210,60 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         # getaddrinfo raises rather than return nothing; like create_connection, report the
         # first address's error.
         raise errors[0]
+
+    def _resolve(self, host: str, port: int) -> Sequence[tuple[int, int, int, str, Any]]:
+        """``getaddrinfo`` for ``host``, within the deadline and cancellable like the connect.
+
+        The system resolver cannot be interrupted and may take its own timeouts (several
+        seconds per DNS server), longer than connectTimeout. So a name is resolved on a daemon
+        thread while this one waits in the selector; a cancelled or late resolution is left to
+        finish on its own (it holds no socket, and its answer is dropped). A literal address
+        needs no resolver and is answered here at once.
+        """
+        if _is_literal(host):
+            return self._getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        self.stage = "name resolution"
+        outcome: list[Sequence[tuple[int, int, int, str, Any]] | Exception] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(self._getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+            except Exception as exc:  # noqa: BLE001 - raised on the connecting thread
+                outcome.append(exc)
+            done.set()
+            self._poke()
+
+        thread = threading.Thread(target=run, name="failover-client-resolve", daemon=True)
+        thread.start()
+        if not done.is_set():
+            self._wait_for(None, selectors.EVENT_READ)  # the poke, interrupt(), or the deadline
+        thread.join()  # already past its last step
+        self._drain_wake()
+        if self._interrupted:
+            raise ConnectionAbortedError("connect cancelled")
+        self.stage = "TCP connect"
+        [result] = outcome
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _poke(self) -> None:
+        """Wake a :meth:`_wait_for` in progress; nothing once the attempt has ended."""
+        with self._wake_lock:
+            if self._wake is not None:
+                with contextlib.suppress(OSError):  # a full pipe has already woken the waiter
+                    self._wake[1].send(b"\0")
+
+    def _drain_wake(self) -> None:
+        """Read the pokes out, so the connect's own wait is not woken by them."""
+        wake = self._wake
+        if wake is None:
+            return
+        wake[0].setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while wake[0].recv(64):
+                pass
 
     def _connect_one(self, sock: socket.socket, sockaddr: Any) -> None:
         """A non-blocking connect of ``sock`` to ``sockaddr``; raises the OSError it ends with."""
@@ -228,12 +296,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             tls.close()
             raise
 
-    def _wait_for(self, sock: socket.socket, events: int) -> None:
+    def _wait_for(self, sock: socket.socket | None, events: int) -> None:
         """Block until ``sock`` is ready for ``events``, the deadline passes (TimeoutError) or
-        :meth:`interrupt` runs (ConnectionAbortedError)."""
+        :meth:`interrupt` runs (ConnectionAbortedError). Without ``sock``, wait for a poke."""
         wake = self._wake
         with selectors.DefaultSelector() as selector:
-            selector.register(sock, events)
+            if sock is not None:
+                selector.register(sock, events)
             if wake is not None:
                 selector.register(wake[0], selectors.EVENT_READ)
             ready = selector.select(self._remaining())
