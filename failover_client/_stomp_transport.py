@@ -166,9 +166,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """Make a running or later :meth:`attempt_connection` fail at once (any thread)."""
         with self._wake_lock:
             self._interrupted = True
-            if self._wake is not None:
-                with contextlib.suppress(OSError):  # a full pipe has already woken the waiter
-                    self._wake[1].send(b"\0")
+        self._poke()
 
     def _open_wake(self) -> None:
         with self._wake_lock:
