@@ -2,11 +2,11 @@
 
 stomp.py's ``Transport`` walks a host list with its own retries and sleeps, sorts localhost
 first, builds a TLS context from file names per attempt, and has no deadline over the TLS
-handshake. This subclass replaces only ``attempt_connection`` (one TCP connect to one address,
-then the TLS handshake with the caller's ``ssl.SSLContext``, both bounded by the remaining
-time) and keeps stomp.py's framing and I/O loop. It relies on the attributes stomp.py 8 and 9
-use for that loop (``socket``, ``blocking``, ``send_queue``, ``sel``, ``running``,
-``current_host_and_port``).
+handshake. This subclass replaces only ``attempt_connection`` (name resolution, one TCP connect
+to one address, then the TLS handshake with the caller's ``ssl.SSLContext``, each bounded by
+the remaining time and ended early by ``interrupt``) and keeps stomp.py's framing and I/O
+loop. It relies on the attributes stomp.py 8 and 9 use for that loop (``socket``,
+``blocking``, ``send_queue``, ``sel``, ``running``, ``current_host_and_port``).
 
 Two more hooks:
 
@@ -15,11 +15,13 @@ Two more hooks:
   read as "no data yet" and would spin on a closed connection.
 * ``process_frame`` reports frames whose command STOMP does not define.
 
-Writes: on a plain TCP socket, once :meth:`BoundTransport.start_writer` has run, ``send`` (the
-last step of every stomp.py ``transmit``) only queues the encoded frame for a
-:class:`~failover_client._stomp_writer.FrameWriter`, which writes frames queued meanwhile in
-one system call. A TLS socket keeps stomp.py's own arrangement (its I/O thread writes from a
-queue), because a TLS socket must not be written by one thread while another reads it.
+Writes: the session hands frames it encoded itself to ``write_encoded`` (other frames come
+through stomp.py's ``transmit``). On a plain TCP socket, once
+:meth:`BoundTransport.start_writer` has run, ``send`` (the last step of both) only queues the
+encoded frame for a :class:`~failover_client._stomp_writer.FrameWriter`, which writes frames
+queued meanwhile in one system call. A TLS socket keeps stomp.py's own arrangement (its I/O
+thread writes from a queue), because a TLS socket must not be written by one thread while
+another reads it.
 """
 
 from __future__ import annotations
