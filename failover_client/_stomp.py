@@ -201,8 +201,9 @@ class StompConnector:
         timed out, closed), :class:`AuthenticationFailed`, :class:`TLSFailure` or
         :class:`ProtocolViolation`, each ``from`` the underlying error, naming the broker.
         Cancelling ``cancel`` (from any thread) ends the TCP connect, the TLS handshake or the
-        wait for CONNECTED at once with :class:`ConnectCancelled`. Nothing (thread, socket) is
-        left behind when it raises. Host-name resolution is not cancellable.
+        wait for CONNECTED at once with :class:`ConnectCancelled`. Nothing (socket, thread) is
+        left behind when it raises, except that a host-name lookup cut short finishes on its
+        own daemon thread.
         """
         if address.protocol == "amqp":
             raise ConfigurationError(f"{address}: an AMQP member cannot be opened over STOMP")
@@ -484,8 +485,9 @@ class StompSession:
         transport.override_threading(self._start_io_thread)
         transport.set_listener("failover-client", _FrameEvents(self))
         self._transport = transport
-        # The protocol object is stomp.py's frame writer (header escaping); its own heart-beat
-        # machinery stays off because it is given (0, 0).
+        # stomp.py's protocol object only writes DISCONNECT (its full path notes the receipt
+        # for stomp.py's own bookkeeping); other frames are encoded by _stomp_encode. Its own
+        # heart-beat machinery stays off because it is given (0, 0).
         self._protocol = Protocol12(transport, heartbeats=(0, 0), auto_content_length=False)
 
         def cancelled() -> None:
@@ -534,14 +536,14 @@ class StompSession:
         )
 
     def _write_connect(self, frame: Frame) -> None:
-        transport, _ = self._parts()
+        transport = self._bound_transport()
         with self._write_lock:
             transport.write_quietly(frame)
         self._connect_written = True
 
     def _handshake_within(self, deadline: float, timeout: float) -> None:
         frame = self._connect_frame()
-        transport, _ = self._parts()
+        transport = self._bound_transport()
         if not self._connect_written:
             # A transport that never asked for an I/O thread (a test's scripted one).
             try:
@@ -616,7 +618,7 @@ class StompSession:
     def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread:
         # stomp.py asks for the thread once the connection (and TLS handshake) is up: CONNECT
         # goes out first, so the broker already works on it while this thread starts.
-        transport, _ = self._parts()
+        transport = self._bound_transport()
         transport.stage = "CONNECT"
         self._write_connect(self._connect_frame())
         thread = threading.Thread(target=target, name=f"stomp-io {self._address.key}", daemon=True)
@@ -625,11 +627,11 @@ class StompSession:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _parts(self) -> tuple[BoundTransport, Protocol12]:
-        transport, protocol = self._transport, self._protocol
-        if transport is None or protocol is None:
+    def _bound_transport(self) -> BoundTransport:
+        transport = self._transport
+        if transport is None:
             raise BrokerUnavailable("session was never opened", broker=self._broker)
-        return transport, protocol
+        return transport
 
     def _dead_error(self) -> BrokerUnavailable:
         with self._lock:
@@ -645,7 +647,7 @@ class StompSession:
         # after the check fails the write below, which is mapped the same way.
         if self._state != "open":
             raise self._dead_error()
-        transport, _ = self._parts()
+        transport = self._bound_transport()
         # Encoded outside the try: bad input is the caller's error, not a broken connection.
         data = encode_frame(command, escape_headers(headers, self._version), body or b"")
         try:
@@ -673,7 +675,7 @@ class StompSession:
         """Queue a confirmed send for group commit; the writer encodes it when it writes."""
         if self._state != "open":
             raise self._dead_error()
-        transport, _ = self._parts()
+        transport = self._bound_transport()
         # With other sends unconfirmed this is part of a burst: leave it to the writer thread,
         # so the burst gathers into one transaction. A lone send (a blocking ``send`` loop)
         # may still be written at once on this thread.

@@ -93,8 +93,20 @@ def connect_headers(
     return headers
 
 
+def _check_text(name: object, value: object, where: str) -> None:
+    # The types say str, but callers pass what they have: a number would otherwise fail in
+    # the checks that follow with a TypeError that names nothing.
+    if not isinstance(name, str) or not isinstance(value, str):
+        wrong = value if isinstance(name, str) else name
+        raise ConfigurationError(
+            f"{where} header {name!r}: header names and values must be str, "
+            f"not {type(wrong).__name__} (e.g. {str(wrong)!r})"
+        )
+
+
 def _merge_user_headers(base: dict[str, str], extra: Mapping[str, str], where: str) -> None:
     for name, value in extra.items():
+        _check_text(name, value, where)
         _check_name(name, where)
         _check_value(name, value, where, escaped=True)
         base[name] = value

@@ -231,6 +231,20 @@ def test_send_headers_refuse_nul_in_values() -> None:
         send_headers("/queue/a", {"k": "a\0b"}, None, body_length=0)
 
 
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"priority": 5}, "header 'priority': .* must be str, not int \\(e.g. '5'\\)"),
+        ({7: "v"}, "header 7: .* must be str, not int"),
+    ],
+)
+def test_send_headers_refuse_values_that_are_not_text(
+    headers: dict[object, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        send_headers("/queue/a", headers, None, body_length=0)  # type: ignore[arg-type]
+
+
 def test_subscribe_headers_plain_and_durable() -> None:
     plain = SubscriptionSpec(id="s1", destination="/queue/a", ack="client-individual")
     assert subscribe_headers(plain, None) == {
