@@ -94,6 +94,7 @@ class Dialer:
         manager: SlotEvents,
     ) -> None:
         self._connector = connector
+        self._cancellable = _takes_cancel(connector.connect)  # once: not on every dial
         self._pool = pool
         self._planner = planner
         self._schedule = schedule
@@ -168,7 +169,7 @@ class Dialer:
     def _connect(self, address: BrokerAddress, slot: Slot, token: Cancel) -> Session:
         listener = SlotListener(self._manager, slot)
         connect = self._connector.connect
-        if _takes_cancel(connect):
+        if self._cancellable:
             return connect(address, timeout=self._connect_timeout, listener=listener, cancel=token)
         # An adapter written before cancellation existed: close() waits for its connect.
         return connect(address, timeout=self._connect_timeout, listener=listener)

@@ -367,10 +367,10 @@ def test_an_unmapped_adapter_error_counts_as_a_broker_failure():
     rig = make((A, B))
     original = rig.connector.connect
 
-    def leaky(address, *, timeout, listener):
+    def leaky(address, *, timeout, listener, cancel=None):
         if address.key == "a:61613":
             raise OSError("socket exploded")
-        return original(address, timeout=timeout, listener=listener)
+        return original(address, timeout=timeout, listener=listener, cancel=cancel)
 
     rig.connector.connect = leaky  # type: ignore[method-assign]
     with running(rig):

@@ -34,10 +34,11 @@ def make(
     *,
     autojump: bool = True,
     auto_confirm: bool = True,
+    connector_type: type[FakeConnector] = FakeConnector,
     **options: Any,
 ) -> Rig:
     clock = FakeClock(autojump=autojump)
-    connector = FakeConnector(clock=clock, auto_confirm=auto_confirm)
+    connector = connector_type(clock=clock, auto_confirm=auto_confirm)
     events = EventRecorder()
     opts = FailoverOptions(randomize=False, **options)
     conn = FailoverConnection(
