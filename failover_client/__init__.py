@@ -7,8 +7,8 @@ test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
 
 from __future__ import annotations
 
-from ._clock import Clock, SystemClock
-from ._errors import (
+from failover_client._clock import Clock, SystemClock
+from failover_client._errors import (
     AllBrokersFailed,
     AuthenticationFailed,
     BrokerUnavailable,
@@ -26,7 +26,7 @@ from ._errors import (
     TLSFailure,
     URIError,
 )
-from ._events import (
+from failover_client._events import (
     AckDropped,
     Closed,
     Connected,
@@ -44,11 +44,11 @@ from ._events import (
     StandbyLost,
     TopologyChanged,
 )
-from ._manager import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
-from ._pool import BrokerPool, BrokerState, TopologyDelta
-from ._schedule import ReconnectSchedule, ScheduleRun
-from ._subscriptions import Message, Subscription
-from .uri import BrokerAddress, FailoverOptions, FailoverURI, parse
+from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
+from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
+from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
+from failover_client.engine._subscriptions import Message, Subscription
+from failover_client.uri import BrokerAddress, FailoverOptions, FailoverURI, parse
 
 __all__ = [
     "MESSAGE_ID_HEADER",

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 
 from failover_client import BrokerAddress, ConnectionClosed, FailoverConnection, FailoverOptions
-from failover_client._adapter import Cancel
 from failover_client._errors import ConnectCancelled
-from failover_client._stomp import StompConnector
+from failover_client.adapter import Cancel
+from failover_client.stomp._session import StompConnector
 from integration.brokers import Cluster, TlsOptions
 from integration.test_failover_common import (
     FAST,

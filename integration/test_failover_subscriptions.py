@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from failover_client import AckDropped, Connected, Disconnected, FailedOver, FailoverConnection
-from failover_client._adapter import AckMode
+from failover_client.adapter import AckMode
 from integration.brokers import Cluster
 from integration.test_failover_common import (
     FAST,

@@ -22,8 +22,8 @@ from failover_client import (
     FailoverOptions,
     SendRejected,
 )
-from failover_client._adapter import Received, SubscriptionSpec
-from failover_client._stomp import StompConnector, StompSession
+from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.stomp._session import StompConnector, StompSession
 from integration.brokers import Broker, BrokerKind, Cluster
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ import pytest
 import trustme
 
 from failover_client import BrokerAddress, BrokerUnavailable, FailoverOptions, TLSFailure
-from failover_client._adapter import Received
-from failover_client._stomp import StompConnector
+from failover_client.adapter import Received
+from failover_client.stomp._session import StompConnector
 from integration.brokers import Broker, Cluster, TlsOptions
 from integration.tls import broker_tls
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from failover_client import BrokerAddress, BrokerUnavailable, ProtocolViolation
-from failover_client._adapter import Received
-from failover_client._stomp import StompConnector
+from failover_client.adapter import Received
+from failover_client.stomp._session import StompConnector
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,10 @@ from failover_client.uri import BrokerAddress
 from test_manager_support import A, B, in_thread, make, running
 
 from failover_client import ConnectionClosed
-from failover_client._adapter import Cancel, SessionListener
 from failover_client._errors import BrokerUnavailable, ConnectCancelled
 from failover_client._events import Closed, Connected, StandbyConnected
-from failover_client._manager_dial import Interrupted
+from failover_client.adapter import Cancel, SessionListener
+from failover_client.engine._dial import Interrupted
 from failover_client.testing import FakeClock, FakeConnector, FakeSession
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_stomp_adapter_session import ADDRESS, CONNECTED, Harness, ScriptedTransport
 
-from failover_client._adapter import Cancel
 from failover_client._errors import AuthenticationFailed, BrokerUnavailable, ConnectCancelled
-from failover_client._stomp import StompSession
+from failover_client.adapter import Cancel
+from failover_client.stomp._session import StompSession
 
 
 class CancellableTransport(ScriptedTransport):

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from failover_client._adapter import Cancel
-from failover_client._manager_dial import _takes_cancel
+from failover_client.adapter import Cancel
+from failover_client.engine._dial import _takes_cancel
 
 
 def test_a_fresh_token_is_not_cancelled_and_cancel_runs_callbacks_in_order():

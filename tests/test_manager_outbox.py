@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from failover_client._manager_sync import ClockCondition
-from failover_client._sends import MessageIds, Outbox
+from failover_client.engine._outbox import MessageIds, Outbox
+from failover_client.engine._sync import ClockCondition
 from failover_client.testing import FakeClock
 
 

@@ -14,7 +14,7 @@ from failover_client._events import (
     StandbyConnected,
     StandbyLost,
 )
-from failover_client._priority import better_brokers, plan, tiers_for
+from failover_client.engine._placement import better_brokers, plan, tiers_for
 
 
 class Reverse:

@@ -24,7 +24,7 @@ from failover_client._events import (
     ReconnectWarning,
     TopologyChanged,
 )
-from failover_client._manager import FailoverConnection
+from failover_client.engine._connection import FailoverConnection
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
 

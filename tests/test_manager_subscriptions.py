@@ -9,9 +9,9 @@ import pytest
 from test_manager_support import A, B, make, running
 
 from failover_client import ConfigurationError
-from failover_client._adapter import SubscriptionSpec
 from failover_client._events import AckDropped, FailedOver, HandlerError
-from failover_client._subscriptions import Message
+from failover_client.adapter import SubscriptionSpec
+from failover_client.engine._subscriptions import Message
 
 
 def collector() -> tuple[queue.SimpleQueue[Message], object]:

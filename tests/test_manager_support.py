@@ -10,7 +10,7 @@ from typing import Any
 
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-from failover_client._manager import FailoverConnection
+from failover_client.engine._connection import FailoverConnection
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
 A = BrokerAddress("stomp", "a", 61613)

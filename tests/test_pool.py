@@ -6,7 +6,7 @@ import pytest
 from failover_client.uri import BrokerAddress
 
 from failover_client import BrokerUnavailable, ConfigurationError
-from failover_client._pool import BrokerPool, BrokerState, TopologyDelta
+from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 
 A = BrokerAddress("stomp", "a", 61613, user="app", password="s3cr3t")
 B = BrokerAddress("stomp", "b", 61613)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from failover_client import FailoverOptions, OptionError
-from failover_client._schedule import ReconnectSchedule, ScheduleRun, infer_style
+from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun, infer_style
 
 CLASSIC_GROWTH = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 30.0]
 

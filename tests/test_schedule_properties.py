@@ -10,7 +10,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from failover_client._schedule import ReconnectSchedule
+from failover_client.engine._schedule import ReconnectSchedule
 
 PROPERTY = settings(derandomize=True, database=None, max_examples=200, deadline=None)
 

@@ -20,15 +20,16 @@ from failover_client import (
     SendRejected,
     TLSFailure,
 )
-from failover_client._adapter import Received, SubscriptionSpec
-from failover_client._stomp_errors import (
+from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.net._tls import build_ssl_context
+from failover_client.stomp._errors import (
     broker_error_text,
     connect_error_from_frame,
     redact,
     send_rejection_from_frame,
     transport_error,
 )
-from failover_client._stomp_frames import (
+from failover_client.stomp._frames import (
     ack_headers,
     check_handshake_bytes,
     connect_headers,
@@ -36,7 +37,7 @@ from failover_client._stomp_frames import (
     send_headers,
     subscribe_headers,
 )
-from failover_client._stomp_heartbeat import (
+from failover_client.stomp._heartbeat import (
     HeartbeatMonitor,
     HeartbeatPlan,
     HeartbeatState,
@@ -45,8 +46,7 @@ from failover_client._stomp_heartbeat import (
     parse_heartbeat_header,
     request_header,
 )
-from failover_client._stomp_receipts import ReceiptBook, run_all
-from failover_client._stomp_tls import build_ssl_context
+from failover_client.stomp._receipts import ReceiptBook, run_all
 
 BROKER = "stomp://b1:61613"
 

@@ -25,8 +25,8 @@ from failover_client import (
     SendRejected,
     TLSFailure,
 )
-from failover_client._adapter import Received, SubscriptionSpec
-from failover_client._stomp import StompConnector, StompSession
+from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.stomp._session import StompConnector, StompSession
 
 ADDRESS = BrokerAddress("stomp", "b1", 61613)
 

@@ -10,8 +10,8 @@ import pytest
 from stomp.utils import Frame, convert_frame, pack
 
 from failover_client._clock import SystemClock
-from failover_client._stomp_transport import BoundTransport
-from failover_client._stomp_writer import FrameWriter
+from failover_client.net._writer import FrameWriter
+from failover_client.stomp._transport import BoundTransport
 
 WAIT = 5.0
 """Upper bound for waits on events that the code under test is bound to set."""

@@ -15,8 +15,8 @@ from stomp import utils as stomp_utils
 from stomp.utils import Frame
 
 from failover_client import BrokerUnavailable, ConfigurationError, FailoverOptions, SendRejected
-from failover_client._stomp_batch import GroupCommit, PendingSend, batching_supported
-from failover_client._stomp_writer import FrameWriter
+from failover_client.net._writer import FrameWriter
+from failover_client.stomp._batch import GroupCommit, PendingSend, batching_supported
 from tests.test_stomp_adapter_session import Harness, ScriptedTransport
 
 ACTIVEMQ = {"version": "1.2", "heart-beat": "0,0", "server": "ActiveMQ/5.17.2"}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from stomp.protocol import Protocol11, Protocol12
 from stomp.utils import convert_frame, pack
 
-from failover_client._stomp_encode import encode_frame, escape_headers
+from failover_client.stomp._encode import encode_frame, escape_headers
 
 
 class _Capture:

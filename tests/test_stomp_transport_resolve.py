@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from failover_client._clock import SystemClock
-from failover_client._stomp_transport import BoundTransport, GetAddrInfo
+from failover_client.stomp._transport import BoundTransport, GetAddrInfo
 
 AddrInfos = Sequence[tuple[int, int, int, str, Any]]
 

@@ -14,8 +14,8 @@ from failover_client import (
     SendRejected,
     TLSFailure,
 )
-from failover_client._adapter import Received, SubscriptionSpec
 from failover_client._events import Closed, Connected
+from failover_client.adapter import Received, SubscriptionSpec
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
 A = BrokerAddress("stomp", "a", 61613)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from failover_client._errors import ConfigurationError
-from failover_client._manager import FailoverConnection
+from failover_client.engine._connection import FailoverConnection
 from failover_client.uri import FailoverURI, parse
 
 from ._env import PASSCODE_ENV, Environment

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from failover_client._adapter import Connector, Received, Session, SubscriptionSpec
 from failover_client._errors import ConfigurationError, ConnectionFailure
+from failover_client.adapter import Connector, Received, Session, SubscriptionSpec
 from failover_client.uri import BrokerAddress, FailoverURI
 
 from ._common import add_connection_arguments, credentials, parse_target, seconds
@@ -144,7 +144,7 @@ def _connector(target: FailoverURI, args: argparse.Namespace, env: Environment) 
         return env.connector
     login, passcode = credentials(args, env)
     try:
-        from failover_client._stomp import StompConnector  # noqa: PLC0415 - optional extra
+        from failover_client.stomp._session import StompConnector  # noqa: PLC0415 - optional extra
     except ImportError as exc:
         raise ConfigurationError(
             "the stomp adapter is not installed: pip install 'failover-client[stomp]'"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from failover_client._errors import SendFailure
-from failover_client._manager import FailoverConnection
+from failover_client.engine._connection import FailoverConnection
 
 from ._common import (
     add_connection_arguments,

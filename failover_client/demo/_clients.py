@@ -19,8 +19,8 @@ from failover_client._events import (
     PriorityRestored,
     TopologyChanged,
 )
-from failover_client._manager import FailoverConnection
-from failover_client._subscriptions import Message
+from failover_client.engine._connection import FailoverConnection
+from failover_client.engine._subscriptions import Message
 
 from ._live import View
 from ._record import Recorder

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TextIO
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._manager import FailoverConnection
 from failover_client.cli._output import render_tables
+from failover_client.engine._connection import FailoverConnection
 from failover_client.uri import parse
 
 from ._clients import ClientEvents, Labeller, Producer, consumer_handler

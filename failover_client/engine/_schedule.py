@@ -77,12 +77,12 @@ from typing import TYPE_CHECKING, Literal, cast
 from tenacity.stop import stop_after_attempt, stop_base, stop_never
 from tenacity.wait import wait_base, wait_chain, wait_exponential, wait_fixed
 
-from ._errors import OptionError
+from failover_client._errors import OptionError
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
-    from .uri import AttemptUnit, FailoverOptions
+    from failover_client.uri import AttemptUnit, FailoverOptions
 
 __all__ = ["ReconnectSchedule", "ReconnectStyle", "ScheduleRun"]
 

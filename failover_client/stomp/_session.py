@@ -30,13 +30,6 @@ from typing import Any, Literal
 from stomp.protocol import Protocol12
 from stomp.utils import Frame
 
-from failover_client._adapter import (
-    Cancel,
-    ConfirmCallback,
-    Received,
-    SessionListener,
-    SubscriptionSpec,
-)
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import (
     BrokerUnavailable,
@@ -45,22 +38,31 @@ from failover_client._errors import (
     ConnectionFailure,
     ProtocolViolation,
 )
-from failover_client._stomp_batch import (
+from failover_client.adapter import (
+    Cancel,
+    ConfirmCallback,
+    Received,
+    SessionListener,
+    SubscriptionSpec,
+)
+from failover_client.net._tls import build_ssl_context
+from failover_client.net._writer import Item, join_frames
+from failover_client.stomp._batch import (
     ConfirmMode,
     GroupCommit,
     Outcome,
     PendingSend,
     batching_supported,
 )
-from failover_client._stomp_encode import encode_frame, escape_headers
-from failover_client._stomp_errors import (
+from failover_client.stomp._encode import encode_frame, escape_headers
+from failover_client.stomp._errors import (
     broker_error_text,
     connect_error_from_frame,
     redact,
     send_rejection_from_frame,
     transport_error,
 )
-from failover_client._stomp_frames import (
+from failover_client.stomp._frames import (
     SUPPORTED_VERSIONS,
     ack_headers,
     check_handshake_bytes,
@@ -70,17 +72,15 @@ from failover_client._stomp_frames import (
     subscribe_headers,
     unsubscribe_headers,
 )
-from failover_client._stomp_heartbeat import (
+from failover_client.stomp._heartbeat import (
     DEFAULT_GRACE,
     HeartbeatMonitor,
     HeartbeatState,
     negotiate,
     request_header,
 )
-from failover_client._stomp_receipts import Completion, ReceiptBook, run_all
-from failover_client._stomp_tls import build_ssl_context
-from failover_client._stomp_transport import BoundTransport
-from failover_client._stomp_writer import Item, join_frames
+from failover_client.stomp._receipts import Completion, ReceiptBook, run_all
+from failover_client.stomp._transport import BoundTransport
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["StompConnector", "StompSession"]

@@ -19,9 +19,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from failover_client._errors import ConfigurationError
 from failover_client.uri import BrokerAddress, ServerListAction
-
-from ._errors import ConfigurationError
 
 __all__ = ["AddressMap", "BrokerPool", "BrokerState", "TopologyDelta"]
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
-from ._clock import Clock
+from failover_client._clock import Clock
 
 __all__ = ["ClockCondition"]
 

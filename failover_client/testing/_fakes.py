@@ -33,9 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn, TypeVar
 
-from ._adapter import Cancel, ConfirmCallback, Received, SessionListener, SubscriptionSpec
-from ._clock import Clock, SystemClock
-from ._errors import (
+from failover_client._clock import Clock, SystemClock
+from failover_client._errors import (
     AuthenticationFailed,
     BrokerUnavailable,
     ConnectCancelled,
@@ -43,8 +42,15 @@ from ._errors import (
     SendRejected,
     TLSFailure,
 )
-from ._events import Event
-from .uri import BrokerAddress
+from failover_client._events import Event
+from failover_client.adapter import (
+    Cancel,
+    ConfirmCallback,
+    Received,
+    SessionListener,
+    SubscriptionSpec,
+)
+from failover_client.uri import BrokerAddress
 
 __all__ = [
     "Behaviour",

@@ -26,20 +26,19 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from failover_client.uri import AttemptUnit, BrokerAddress
-
-from ._adapter import Cancel, Connector, Session
-from ._clock import Clock
-from ._errors import (
+from failover_client._clock import Clock
+from failover_client._errors import (
     AllBrokersFailed,
     AuthenticationFailed,
     BrokerUnavailable,
     ConnectionFailure,
     TLSFailure,
 )
-from ._events import Event, ReconnectAttempt, ReconnectWarning
-from ._manager_slot import Slot, SlotEvents, SlotListener
-from ._pool import BrokerPool
+from failover_client._events import Event, ReconnectAttempt, ReconnectWarning
+from failover_client.adapter import Cancel, Connector, Session
+from failover_client.engine._pool import BrokerPool
+from failover_client.engine._slot import Slot, SlotEvents, SlotListener
+from failover_client.uri import AttemptUnit, BrokerAddress
 
 __all__ = ["DialOutcome", "Dialer", "Interrupted", "ScheduleLike", "ScheduleRunLike"]
 
@@ -51,7 +50,7 @@ class Interrupted(Exception):
 
 
 class ScheduleRunLike(Protocol):
-    """The part of :class:`failover_client._schedule.ScheduleRun` the dialer uses."""
+    """The part of :class:`failover_client.engine._schedule.ScheduleRun` the dialer uses."""
 
     unit: AttemptUnit
     attempts: int
@@ -62,7 +61,7 @@ class ScheduleRunLike(Protocol):
 
 
 class ScheduleLike(Protocol):
-    """The part of :class:`failover_client._schedule.ReconnectSchedule` the dialer uses."""
+    """The part of :class:`failover_client.engine._schedule.ReconnectSchedule` the dialer uses."""
 
     def start(self, *, startup: bool, brokers: int = 1) -> ScheduleRunLike: ...
 

@@ -12,8 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ._adapter import Received, Session
-from .uri import BrokerAddress
+from failover_client.adapter import Received, Session
+from failover_client.uri import BrokerAddress
 
 __all__ = ["Role", "Slot", "SlotEvents", "SlotListener"]
 

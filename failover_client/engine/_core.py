@@ -27,12 +27,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
-from failover_client.uri import FailoverOptions
-
-from ._adapter import AckMode, Received, Session, SubscriptionSpec
-from ._clock import Clock
-from ._errors import ConnectionClosed, ConnectionFailure, SendTimeout
-from ._events import (
+from failover_client._clock import Clock
+from failover_client._errors import ConnectionClosed, ConnectionFailure, SendTimeout
+from failover_client._events import (
     AckDropped,
     Closed,
     Disconnected,
@@ -41,11 +38,18 @@ from ._events import (
     StandbyConnected,
     StandbyLost,
 )
-from ._manager_dispatch import Dispatcher
-from ._manager_slot import Slot
-from ._manager_sync import ClockCondition
-from ._sends import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
-from ._subscriptions import Handler, Message, Subscription, SubscriptionRegistry
+from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
+from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
+from failover_client.engine._slot import Slot
+from failover_client.engine._subscriptions import (
+    Handler,
+    Message,
+    Subscription,
+    SubscriptionRegistry,
+)
+from failover_client.engine._sync import ClockCondition
+from failover_client.uri import FailoverOptions
 
 __all__ = ["UNSET", "Core", "State", "Stats", "Unset"]
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from failover_client._adapter import ConfirmCallback
+from failover_client.adapter import ConfirmCallback
 
 __all__ = ["Completion", "ReceiptBook", "run_all"]
 

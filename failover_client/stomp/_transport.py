@@ -18,7 +18,7 @@ Two more hooks:
 Writes: the session hands frames it encoded itself to ``write_encoded`` (other frames come
 through stomp.py's ``transmit``). On a plain TCP socket, once
 :meth:`BoundTransport.start_writer` has run, ``send`` (the last step of both) only queues the
-encoded frame for a :class:`~failover_client._stomp_writer.FrameWriter`, which writes frames
+encoded frame for a :class:`~failover_client.net._writer.FrameWriter`, which writes frames
 queued meanwhile in one system call. A TLS socket keeps stomp.py's own arrangement (its I/O
 thread writes from a queue), because a TLS socket must not be written by one thread while
 another reads it.
@@ -42,7 +42,7 @@ from stomp import utils as stomp_utils
 from stomp.transport import Transport
 
 from failover_client._clock import Clock
-from failover_client._stomp_writer import Deferred, FrameWriter, Render
+from failover_client.net._writer import Deferred, FrameWriter, Render
 
 __all__ = ["BoundTransport", "GetAddrInfo"]
 

@@ -19,15 +19,20 @@ import logging
 import threading
 from collections.abc import Callable
 
+from failover_client._clock import Clock
+from failover_client._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
+from failover_client._events import Connected, Event, FailedOver, GaveUp, PriorityRestored
+from failover_client.engine._core import Core
+from failover_client.engine._dial import (
+    Dialer,
+    DialOutcome,
+    Interrupted,
+    ScheduleLike,
+    ScheduleRunLike,
+)
+from failover_client.engine._slot import Slot
+from failover_client.engine._standby import refill_candidates
 from failover_client.uri import BrokerAddress, FailoverOptions
-
-from ._backup import refill_candidates
-from ._clock import Clock
-from ._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
-from ._events import Connected, Event, FailedOver, GaveUp, PriorityRestored
-from ._manager_core import Core
-from ._manager_dial import Dialer, DialOutcome, Interrupted, ScheduleLike, ScheduleRunLike
-from ._manager_slot import Slot
 
 __all__ = ["Supervisor"]
 

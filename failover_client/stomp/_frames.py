@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from failover_client._adapter import Received, SubscriptionSpec
 from failover_client._errors import ConfigurationError, ProtocolViolation
+from failover_client.adapter import Received, SubscriptionSpec
 
 __all__ = [
     "SUPPORTED_VERSIONS",

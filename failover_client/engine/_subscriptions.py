@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from ._adapter import AckMode, Received, SubscriptionSpec
-from ._errors import ConfigurationError
+from failover_client._errors import ConfigurationError
+from failover_client.adapter import AckMode, Received, SubscriptionSpec
 
 __all__ = ["AckRouter", "Handler", "Message", "Subscription", "SubscriptionRegistry"]
 

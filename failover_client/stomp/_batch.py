@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from failover_client._stomp_writer import Item
+from failover_client.net._writer import Item
 from failover_client.uri import ConfirmMode
 
 __all__ = [

@@ -21,31 +21,30 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, Protocol, cast
 
+from failover_client._clock import Clock, SystemClock
+from failover_client._errors import ConfigurationError, ConnectionClosed
+from failover_client._events import Event, Listener, ListenerSet, TopologyChanged
+from failover_client.adapter import AckMode, Connector, Received
+from failover_client.engine._core import UNSET, Core, Unset
+from failover_client.engine._dial import Dialer, ScheduleLike
+from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._loop import Supervisor
+from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
+from failover_client.engine._placement import PlanPolicy, better_brokers, plan, tiers_for
+from failover_client.engine._pool import AddressMap, BrokerPool
+from failover_client.engine._schedule import ReconnectSchedule
+from failover_client.engine._slot import Slot
+from failover_client.engine._subscriptions import Handler, Subscription
 from failover_client.policies import policy_for_options, registered_policies
 from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction, parse
-
-from ._adapter import AckMode, Connector, Received
-from ._clock import Clock, SystemClock
-from ._errors import ConfigurationError, ConnectionClosed
-from ._events import Event, Listener, ListenerSet, TopologyChanged
-from ._manager_core import UNSET, Core, Unset
-from ._manager_dial import Dialer, ScheduleLike
-from ._manager_dispatch import Dispatcher
-from ._manager_loop import Supervisor
-from ._manager_slot import Slot
-from ._pool import AddressMap, BrokerPool
-from ._priority import PlanPolicy, better_brokers, plan, tiers_for
-from ._schedule import ReconnectSchedule
-from ._sends import MESSAGE_ID_HEADER, MessageIds
-from ._subscriptions import Handler, Subscription
 
 __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget", "connector_for"]
 
 _numbers = itertools.count(1)
 
 _ADAPTERS = {
-    "stomp": ("failover_client._stomp", "StompConnector"),
-    "amqp": ("failover_client._amqp", "AmqpConnector"),
+    "stomp": ("failover_client.stomp", "StompConnector"),
+    "amqp": ("failover_client.amqp", "AmqpConnector"),
 }
 
 
