@@ -1,10 +1,24 @@
-"""The small interface between the connection manager and a protocol adapter.
+"""The public interface between the connection engine and a protocol adapter.
 
-The manager is protocol-neutral: it sees a :class:`Connector` that opens a :class:`Session` to one
-broker, and a :class:`SessionListener` through which the session reports messages and loss. The
-STOMP adapter (stomp.py), the AMQP 1.0 adapter (python-qpid-proton) and the scripted fake in
-:mod:`failover_client.testing` all implement it. Adapters map their library's exceptions onto
-:mod:`failover_client._errors` at this boundary and never reconnect by themselves.
+Implement it to teach :class:`~failover_client.FailoverConnection` a new protocol (pass your
+connector as ``connector=``). The engine is protocol-neutral: it sees a :class:`Connector` that
+opens a :class:`Session` to one broker, and a :class:`SessionListener` through which the session
+reports messages, loss and broker lists that arrive on the data connection. The STOMP adapter
+(:mod:`failover_client.stomp`), the AMQP 1.0 adapter and the scripted fake in
+:mod:`failover_client.testing` all implement it, and
+:mod:`failover_client.testing.contract` checks that an adapter keeps it.
+
+The contract, in short:
+
+* ``Connector.connect`` returns only after the protocol handshake, within ``timeout``, and ends
+  promptly with :class:`~failover_client.ConnectCancelled` when its ``cancel`` token fires;
+* every failure is one of the library's errors (:mod:`failover_client` exceptions), raised
+  ``from`` the library's own exception; an adapter never reconnects by itself;
+* ``SessionListener.on_lost`` is called exactly once per session that dies (not after the
+  engine's own ``close()``), and every confirmation still outstanding then is completed with a
+  :class:`~failover_client.ConnectionFailure` (the engine replays those sends elsewhere);
+* a session that is closed or lost raises :class:`~failover_client.BrokerUnavailable` from
+  ``send``, ``subscribe``, ``unsubscribe``, ``ack`` and ``nack``; ``close`` never raises.
 
 A connect can be cut short: the manager hands each ``connect`` a :class:`Cancel` token and
 cancels it when the application closes the connection, so ``close()`` does not wait for a
@@ -24,6 +38,7 @@ from failover_client.uri import BrokerAddress
 
 __all__ = [
     "AckMode",
+    "AdvertisedBrokers",
     "Cancel",
     "ConfirmCallback",
     "Connector",
@@ -67,13 +82,37 @@ class Received:
     redelivered: bool = False
 
 
+@dataclass(frozen=True)
+class AdvertisedBrokers:
+    """Brokers a broker named on the data connection (not a topology source beside it).
+
+    AMQP 1.0 brokers send a ``failover-server-list`` in their open frame, and may close a
+    connection with ``amqp:connection:redirect`` naming where to go instead. The adapter parses
+    what the broker sent into addresses of its own scheme and reports them; the engine merges
+    them into the pool (seeds are never removed, TLS is never downgraded, options never come
+    from a broker) and emits ``TopologyChanged``.
+    """
+
+    brokers: tuple[BrokerAddress, ...]
+    source: str
+    """Where the list came from, e.g. ``amqp-open`` or ``amqp-redirect`` (shown in events)."""
+    redirect: bool = False
+    """The broker sent the client away: try ``brokers[0]`` first on the coming reconnect."""
+
+
 class SessionListener(Protocol):
-    """How a session talks back to the manager. Called on the adapter's I/O thread."""
+    """How a session talks back to the engine. Called on the adapter's I/O thread."""
 
     def on_message(self, session: Session, message: Received) -> None: ...
 
     def on_lost(self, session: Session, cause: BaseException) -> None:
         """The session is dead (socket closed, heart-beat missed, ERROR frame). Called once."""
+
+    def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
+        """The broker named other brokers on this connection (see :class:`AdvertisedBrokers`).
+
+        May be called during ``connect`` (from the handshake) and at any time after it.
+        """
 
 
 class Session(Protocol):
@@ -183,15 +222,14 @@ class Connector(Protocol):
         *,
         timeout: float,
         listener: SessionListener,
-        cancel: Cancel | None = None,
+        cancel: Cancel,
     ) -> Session:
         """Connect and finish the protocol handshake within ``timeout`` seconds.
 
         Returns only after STOMP CONNECTED / AMQP open. Raises BrokerUnavailable,
         AuthenticationFailed, TLSFailure or ProtocolViolation (mapped, ``from`` the cause).
 
-        ``cancel``, when given, may be cancelled from another thread at any moment: the
-        connect then ends promptly (not at ``timeout``) with :class:`ConnectCancelled`,
-        leaving no thread or socket behind. An adapter whose ``connect`` has no ``cancel``
-        parameter still works with the manager; closing then waits for its connect to end.
+        ``cancel`` may be cancelled from another thread at any moment (the application
+        closed the connection): the connect then ends promptly, not at ``timeout``, with
+        :class:`~failover_client.ConnectCancelled`, leaving no thread or socket behind.
         """
