@@ -16,10 +16,9 @@ import pytest
 import trustme
 
 from failover_client import BrokerAddress, BrokerUnavailable, FailoverOptions, TLSFailure
-from failover_client.adapter import Received
-from failover_client.stomp._session import StompConnector
-from integration.brokers import Broker, Cluster, TlsOptions
-from integration.tls import broker_tls
+from failover_client.adapter import Cancel, Received
+from failover_client.stomp import StompConnector
+from failover_client.testing.brokers import Broker, Cluster, TlsOptions, broker_tls
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +78,9 @@ def test_trusted_ca_and_matching_name_connect_and_confirm(
     tls_broker: Broker, tls_material: tuple[TlsOptions, str], unique_queue: str
 ) -> None:
     connector = StompConnector(FailoverOptions(tls_ca_file=tls_material[1]), heartbeat=(1000, 1000))
-    session = connector.connect(_address(tls_broker, "localhost"), timeout=5.0, listener=Recorder())
+    session = connector.connect(
+        _address(tls_broker, "localhost"), timeout=5.0, listener=Recorder(), cancel=Cancel()
+    )
     done = threading.Event()
     outcome: list[BaseException | None] = []
 
@@ -99,7 +100,9 @@ def test_wrong_ca_is_a_tls_failure(tls_broker: Broker, tmp_path: Path) -> None:
     trustme.CA().cert_pem.write_to_path(str(other))
     connector = StompConnector(FailoverOptions(tls_ca_file=str(other)))
     with pytest.raises(TLSFailure, match="certificate verification failed") as info:
-        connector.connect(_address(tls_broker, "localhost"), timeout=5.0, listener=Recorder())
+        connector.connect(
+            _address(tls_broker, "localhost"), timeout=5.0, listener=Recorder(), cancel=Cancel()
+        )
     print(f"\n{info.value}")
     assert _adapter_threads() == []
 
@@ -110,11 +113,13 @@ def test_host_name_mismatch_is_a_tls_failure_unless_switched_off(
     options = FailoverOptions(tls_ca_file=tls_material[1])
     with pytest.raises(TLSFailure, match="certificate verification failed") as info:
         StompConnector(options).connect(
-            _address(tls_broker, "127.0.0.1"), timeout=5.0, listener=Recorder()
+            _address(tls_broker, "127.0.0.1"), timeout=5.0, listener=Recorder(), cancel=Cancel()
         )
     print(f"\n{info.value}")
     relaxed = StompConnector(options.replace(tls_verify_hostname=False))
-    session = relaxed.connect(_address(tls_broker, "127.0.0.1"), timeout=5.0, listener=Recorder())
+    session = relaxed.connect(
+        _address(tls_broker, "127.0.0.1"), timeout=5.0, listener=Recorder(), cancel=Cancel()
+    )
     session.close()
     assert _adapter_threads() == []
 
@@ -124,7 +129,9 @@ def test_tls_session_notices_a_killed_broker(
 ) -> None:
     listener = Recorder()
     connector = StompConnector(FailoverOptions(tls_ca_file=tls_material[1]), heartbeat=(0, 0))
-    session = connector.connect(_address(tls_broker, "localhost"), timeout=5.0, listener=listener)
+    session = connector.connect(
+        _address(tls_broker, "localhost"), timeout=5.0, listener=listener, cancel=Cancel()
+    )
     killed = time.monotonic()
     tls_broker.kill()
     assert listener.wait_lost()

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from failover_client import BrokerAddress, BrokerUnavailable, ProtocolViolation
-from failover_client.adapter import Received
-from failover_client.stomp._session import StompConnector
+from failover_client.adapter import Cancel, Received
+from failover_client.stomp import StompConnector
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +95,9 @@ def test_junk_answer_is_a_protocol_violation() -> None:
         scripted_server(lambda c: c.sendall(junk)) as address,
         pytest.raises(ProtocolViolation, match="not a STOMP frame") as info,
     ):
-        StompConnector(passcode="pw-1").connect(address, timeout=5.0, listener=Recorder())
+        StompConnector(passcode="pw-1").connect(
+            address, timeout=5.0, listener=Recorder(), cancel=Cancel()
+        )
     print(f"\n{info.value}")
     assert str(address) in str(info.value)
     assert _adapter_threads() == []
@@ -107,7 +109,7 @@ def test_echo_server_does_not_reveal_the_passcode() -> None:
 
     with scripted_server(echo) as address, pytest.raises(ProtocolViolation) as info:
         StompConnector(login="app", passcode="pw-secret").connect(
-            address, timeout=5.0, listener=Recorder()
+            address, timeout=5.0, listener=Recorder(), cancel=Cancel()
         )
     assert "pw-secret" not in str(info.value)
 
@@ -121,7 +123,7 @@ def test_close_in_the_middle_of_connected_is_broker_unavailable() -> None:
         scripted_server(truncated) as address,
         pytest.raises(BrokerUnavailable, match="closed by the broker during the handshake"),
     ):
-        StompConnector().connect(address, timeout=5.0, listener=Recorder())
+        StompConnector().connect(address, timeout=5.0, listener=Recorder(), cancel=Cancel())
     assert _adapter_threads() == []
 
 
@@ -129,7 +131,7 @@ def test_silent_server_times_out_within_the_deadline() -> None:
     with scripted_server(lambda c: None) as address:
         started = time.monotonic()
         with pytest.raises(BrokerUnavailable, match=r"no CONNECTED frame within 0\.5 s"):
-            StompConnector().connect(address, timeout=0.5, listener=Recorder())
+            StompConnector().connect(address, timeout=0.5, listener=Recorder(), cancel=Cancel())
         print(f"\nsilent server: gave up after {time.monotonic() - started:.3f} s")
     assert _adapter_threads() == []
 
@@ -142,7 +144,7 @@ def test_undefined_frame_after_the_handshake_ends_the_session() -> None:
 
     listener = Recorder()
     with scripted_server(bad_frame) as address:
-        session = StompConnector().connect(address, timeout=5.0, listener=listener)
+        session = StompConnector().connect(address, timeout=5.0, listener=listener, cancel=Cancel())
         GO.set()
         assert listener.wait_lost()
         session.close()
@@ -160,7 +162,7 @@ def test_server_closing_after_connected_is_reported_once() -> None:
 
     listener = Recorder()
     with scripted_server(close_soon) as address:
-        session = StompConnector().connect(address, timeout=5.0, listener=listener)
+        session = StompConnector().connect(address, timeout=5.0, listener=listener, cancel=Cancel())
         GO.set()
         assert listener.wait_lost()
         session.close()

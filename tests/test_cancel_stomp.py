@@ -14,7 +14,7 @@ from test_stomp_adapter_session import ADDRESS, CONNECTED, Harness, ScriptedTran
 
 from failover_client._errors import AuthenticationFailed, BrokerUnavailable, ConnectCancelled
 from failover_client.adapter import Cancel
-from failover_client.stomp._session import StompSession
+from failover_client.stomp import StompSession
 
 
 class CancellableTransport(ScriptedTransport):
@@ -117,10 +117,11 @@ def test_cancel_after_the_handshake_leaves_the_session_alone() -> None:
     session.close()
 
 
-def test_a_connect_without_a_token_behaves_as_before() -> None:
+def test_a_token_never_cancelled_leaves_the_deadline_in_charge() -> None:
     h = CancelHarness()
     h.script = lambda t: None
     with pytest.raises(BrokerUnavailable, match=r"no CONNECTED frame within 1\.5 s") as info:
-        h.connect(timeout=1.5)
+        h.open(timeout=1.5)
     assert not isinstance(info.value, ConnectCancelled)
     assert h.clock.now == 1.5
+    assert repr(h.token) == "Cancel(cancelled=False, callbacks=0)"  # callback removed

@@ -7,6 +7,7 @@ registered (``on_connected``, ``on_receipt``, ``on_error``, ``on_message``, ``on
 
 from __future__ import annotations
 
+import logging
 import ssl
 import threading
 from collections.abc import Callable
@@ -25,8 +26,8 @@ from failover_client import (
     SendRejected,
     TLSFailure,
 )
-from failover_client.adapter import Received, SubscriptionSpec
-from failover_client.stomp._session import StompConnector, StompSession
+from failover_client.adapter import Cancel, Received, SubscriptionSpec
+from failover_client.stomp import StompConnector, StompSession
 
 ADDRESS = BrokerAddress("stomp", "b1", 61613)
 
@@ -134,12 +135,11 @@ class ScriptedTransport:
 
 
 class Recorder:
-    """A SessionListener with the optional on_error hook."""
+    """A SessionListener that records messages and losses."""
 
     def __init__(self) -> None:
         self.messages: list[Received] = []
         self.lost: list[BaseException] = []
-        self.errors: list[BaseException] = []
         self.raise_in_on_message: BaseException | None = None
 
     def on_message(self, session: Any, message: Received) -> None:
@@ -150,8 +150,17 @@ class Recorder:
     def on_lost(self, session: Any, cause: BaseException) -> None:
         self.lost.append(cause)
 
-    def on_error(self, session: Any, error: BaseException) -> None:
-        self.errors.append(error)
+
+def reported(caplog: pytest.LogCaptureFixture) -> list[BaseException]:
+    """The errors the session logged on ``failover_client.stomp`` without ending itself."""
+    return [
+        record.exc_info[1]
+        for record in caplog.records
+        if record.name == "failover_client.stomp"
+        and record.levelno == logging.ERROR
+        and record.exc_info is not None
+        and record.exc_info[1] is not None
+    ]
 
 
 class Harness:
@@ -175,7 +184,9 @@ class Harness:
         return transport
 
     def connect(self, address: BrokerAddress = ADDRESS, timeout: float = 2.0) -> StompSession:
-        return self.connector.connect(address, timeout=timeout, listener=self.listener)
+        return self.connector.connect(
+            address, timeout=timeout, listener=self.listener, cancel=Cancel()
+        )
 
     @property
     def transport(self) -> ScriptedTransport:
@@ -203,6 +214,7 @@ def test_connect_sends_one_connect_frame_and_opens_after_connected() -> None:
     }
     assert session.is_open
     assert session.version == "1.2"
+    assert session.connected_headers == {"version": "1.2", "heart-beat": "0,0"}
     assert repr(session) == (
         "StompSession(broker='stomp://b1:61613?vhost=/prod', state=open, version=1.2, "
         "outstanding=0)"
@@ -411,16 +423,18 @@ def test_loss_fails_outstanding_confirmations_then_calls_on_lost_once() -> None:
     assert len(outcomes) == 2
 
 
-def test_error_without_receipt_is_reported_and_becomes_the_loss_cause() -> None:
+def test_error_without_receipt_is_reported_and_becomes_the_loss_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     h = Harness()
     session = h.connect()
     h.transport.play("error", {"message": "Unknown ack"}, b"detail")
     assert session.is_open
-    assert [str(e) for e in h.listener.errors] == [
+    assert [str(e) for e in reported(caplog)] == [
         "stomp://b1:61613: broker sent ERROR: Unknown ack: detail"
     ]
     h.transport.play("disconnected")
-    assert h.listener.lost == h.listener.errors
+    assert h.listener.lost == reported(caplog)
 
 
 def test_a_failed_write_raises_and_never_calls_back() -> None:
@@ -493,14 +507,16 @@ def test_stomp_11_acks_by_message_id_and_subscription() -> None:
     assert h.transport.frames == [("ACK", {"message-id": "m1", "subscription": "s1"}, b"")]
 
 
-def test_a_raising_listener_is_reported_and_the_session_lives_on() -> None:
+def test_a_raising_listener_is_reported_and_the_session_lives_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     h = Harness()
     session = h.connect()
     h.listener.raise_in_on_message = RuntimeError("app bug")
     headers = {"destination": "/queue/a", "message-id": "m1", "subscription": "s1"}
     h.transport.play("message", headers, b"1")
     h.transport.play("message", {"destination": "/queue/a"}, b"2")  # malformed
-    assert [type(e) for e in h.listener.errors] == [RuntimeError, ProtocolViolation]
+    assert [type(e) for e in reported(caplog)] == [RuntimeError, ProtocolViolation]
     assert session.is_open
     assert h.listener.lost == []
 

@@ -87,3 +87,26 @@ def test_wait_for_waiters_gives_up_after_its_real_timeout():
 
 def test_repr():
     assert repr(FakeClock(2.5)) == "FakeClock(now=2.5, waiters=0)"
+
+
+def test_wait_for_deadline_sees_a_loop_come_back_to_its_timed_wait():
+    clock = FakeClock()
+    stop = threading.Event()
+    rounds: list[float] = []
+
+    def loop() -> None:
+        while True:
+            rounds.append(clock.monotonic())
+            if clock.wait(stop, 10.0):
+                return
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    assert clock.wait_for_deadline(10.0)
+    clock.advance(10.0)
+    assert clock.wait_for_deadline(20.0)
+    assert rounds == [0.0, 10.0]
+    assert not clock.wait_for_deadline(99.0, timeout=0.01)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()

@@ -19,7 +19,7 @@ therefore not necessarily reached the socket; only a broker's RECEIPT confirms a
 
 Besides encoded frames the buffer may hold :class:`Deferred` items, which a ``render``
 function turns into bytes at the moment they are written, together with everything that
-gathered with them. Rendering is how group commit works (``_stomp_batch``): the sends that
+gathered with them. Rendering is how STOMP group commit works (``stomp._batch``): the sends that
 happen to be queued together become one broker transaction, so its shape follows the load
 instead of a timer. ``render`` runs on whichever thread writes (the writer thread, or a caller
 writing inline), never on two at once and always in buffer order.

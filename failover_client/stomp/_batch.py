@@ -124,7 +124,7 @@ Outcome = tuple[Literal["confirm", "retry"], tuple[PendingSend, ...]]
 class GroupCommit:
     """Renders queued items into frames and settles the transactions they became.
 
-    :param encode: encodes one frame (``_stomp_encode.encode_frame`` in the session).
+    :param encode: encodes one frame (``_encode.encode_frame`` in the session).
     :param max_batch: sends per transaction at most (>= 2).
     :param prefix: of transaction ids and COMMIT receipt ids; must differ from the receipt
         book's prefix, so a RECEIPT tells at once which kind it answers.

@@ -2,11 +2,12 @@
 
 stomp.py's ``Transport`` walks a host list with its own retries and sleeps, sorts localhost
 first, builds a TLS context from file names per attempt, and has no deadline over the TLS
-handshake. This subclass replaces only ``attempt_connection`` (name resolution, one TCP connect
-to one address, then the TLS handshake with the caller's ``ssl.SSLContext``, each bounded by
-the remaining time and ended early by ``interrupt``) and keeps stomp.py's framing and I/O
-loop. It relies on the attributes stomp.py 8 and 9 use for that loop (``socket``,
-``blocking``, ``send_queue``, ``sel``, ``running``, ``current_host_and_port``).
+handshake. This subclass replaces only ``attempt_connection`` with one
+:class:`~failover_client.net._dial.SocketDial` (name resolution, one TCP connect to one address,
+then the TLS handshake with the caller's ``ssl.SSLContext``, all within the deadline and ended
+early by ``interrupt``) and keeps stomp.py's framing and I/O loop. It relies on the attributes
+stomp.py 8 and 9 use for that loop (``socket``, ``blocking``, ``send_queue``, ``sel``,
+``running``, ``current_host_and_port``).
 
 Two more hooks:
 
@@ -27,14 +28,10 @@ another reads it.
 from __future__ import annotations
 
 import contextlib
-import errno
-import ipaddress
-import os
 import selectors
 import socket
 import ssl
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from stomp import log as stomp_log
@@ -42,37 +39,14 @@ from stomp import utils as stomp_utils
 from stomp.transport import Transport
 
 from failover_client._clock import Clock
+from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import Deferred, FrameWriter, Render
 
-__all__ = ["BoundTransport", "GetAddrInfo"]
-
-GetAddrInfo = Callable[[str, int, int, int], Sequence[tuple[int, int, int, str, Any]]]
-"""``socket.getaddrinfo(host, port, family, type)``: injected so tests can stand in a slow DNS."""
+__all__ = ["BoundTransport"]
 
 _RECV_BYTES = 16384
 
 _SERVER_FRAMES = frozenset({"connected", "message", "receipt", "error", "heartbeat"})
-
-_IN_PROGRESS = frozenset(
-    code
-    for code in (
-        errno.EINPROGRESS,
-        errno.EALREADY,
-        errno.EWOULDBLOCK,
-        getattr(errno, "WSAEWOULDBLOCK", None),  # what a non-blocking connect says on Windows
-    )
-    if code is not None
-)
-"""connect_ex() results that mean "under way": wait for the socket to become writable."""
-
-
-def _is_literal(host: str) -> bool:
-    """Whether ``host`` is an IP address (getaddrinfo answers those without a resolver)."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type hints
@@ -97,7 +71,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         server_hostname: str | None,
         on_bytes: Callable[[bytes], None],
         on_bad_frame: Callable[[str], None],
-        getaddrinfo: GetAddrInfo = socket.getaddrinfo,
+        resolver: Resolver = socket.getaddrinfo,
     ) -> None:
         super().__init__(
             host_and_ports=[(host, port)],
@@ -111,205 +85,58 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             auto_decode=False,
         )
         self._address = (host, port)
-        self._deadline = deadline
-        self._clock = clock
-        self._ssl_context = ssl_context
-        self._server_hostname = server_hostname
+        self._dial = SocketDial(
+            host,
+            port,
+            deadline=deadline,
+            clock=clock,
+            tls_context=ssl_context,
+            server_hostname=server_hostname,
+            resolver=resolver,
+        )
         self._on_bytes = on_bytes
         self._on_bad_frame = on_bad_frame
-        self._getaddrinfo = getaddrinfo
-        self.stage = "TCP connect"
-        """What ``attempt_connection`` was doing (for error messages)."""
+        self._stage: str | None = None
         self._writer: FrameWriter | None = None
-        self._wake_lock = threading.Lock()
-        self._wake: tuple[socket.socket, socket.socket] | None = None
-        self._interrupted = False
 
-    def _remaining(self) -> float:
-        remaining = self._deadline - self._clock.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("connect deadline passed")
-        return remaining
+    @property
+    def stage(self) -> str:
+        """What the connect was doing (for error messages): the dial's step, or the later one
+        the session named (``CONNECT``)."""
+        return self._stage if self._stage is not None else self._dial.stage
+
+    @stage.setter
+    def stage(self, value: str) -> None:
+        self._stage = value
 
     def attempt_connection(self) -> None:
-        """One TCP connect (and TLS handshake) to the one address, within the deadline.
+        """Dial the one address (see :class:`SocketDial`) and prepare the socket for the loop.
 
-        Both wait in a selector that :meth:`interrupt` wakes from another thread, so a
-        cancelled connect ends at once (ConnectionAbortedError) rather than at the deadline;
-        a blocking ``connect`` or ``do_handshake`` could only be ended by the timeout.
-        Raises TimeoutError at the deadline, the OSError / SSLError of the attempt otherwise.
+        Raises TimeoutError at the deadline, ConnectionAbortedError after :meth:`interrupt`,
+        the OSError / SSLError of the attempt otherwise.
         """
         self.connection_error = False
-        self._open_wake()
+        sock = self._dial.connect()
         try:
-            sock = self._connect_tcp()
-            try:
-                if self._ssl_context is not None:
-                    self.stage = "TLS handshake"
-                    sock = self._tls_handshake(sock, self._ssl_context)
-                    # A TLS socket cannot be read and written from two threads at once: like
-                    # stomp.py, hand writes to the I/O thread through its pollable queue.
-                    self.send_queue = stomp_utils.PollableQueue()
-                    self.sel = selectors.DefaultSelector()
-                    self.sel.register(self.send_queue, selectors.EVENT_READ)
-                    self.sel.register(sock, selectors.EVENT_READ)
-                    self.blocking = False
-                sock.setblocking(self.blocking)
-            except BaseException:
-                self._drop_queue()
-                sock.close()
-                raise
-        finally:
-            self._close_wake()
+            if isinstance(sock, ssl.SSLSocket):
+                # A TLS socket cannot be read and written from two threads at once: like
+                # stomp.py, hand writes to the I/O thread through its pollable queue.
+                self.send_queue = stomp_utils.PollableQueue()
+                self.sel = selectors.DefaultSelector()
+                self.sel.register(self.send_queue, selectors.EVENT_READ)
+                self.sel.register(sock, selectors.EVENT_READ)
+                self.blocking = False
+            sock.setblocking(self.blocking)
+        except BaseException:
+            self._drop_queue()
+            sock.close()
+            raise
         self.socket = sock
         self.current_host_and_port = self._address
 
     def interrupt(self) -> None:
         """Make a running or later :meth:`attempt_connection` fail at once (any thread)."""
-        with self._wake_lock:
-            self._interrupted = True
-        self._poke()
-
-    def _open_wake(self) -> None:
-        with self._wake_lock:
-            if self._interrupted:
-                raise ConnectionAbortedError("connect cancelled")
-            wake = socket.socketpair()
-            wake[1].setblocking(False)  # interrupt() holds the lock while it writes
-            self._wake = wake
-
-    def _close_wake(self) -> None:
-        with self._wake_lock:
-            wake, self._wake = self._wake, None
-        if wake is not None:
-            for end in wake:
-                end.close()
-
-    def _connect_tcp(self) -> socket.socket:
-        """Connect to the first address the host resolves to that accepts, like
-        ``socket.create_connection`` (IPv6 included), but cancellable and within the deadline.
-        """
-        self._remaining()
-        host, port = self._address
-        infos = self._resolve(host, port)
-        errors: list[OSError] = []
-        for family, kind, proto, _, sockaddr in infos:
-            sock = socket.socket(family, kind, proto)
-            try:
-                self._connect_one(sock, sockaddr)
-            except OSError as exc:
-                sock.close()
-                if self._interrupted or isinstance(exc, TimeoutError):
-                    raise  # cancelled, or the deadline passed: no time for the next address
-                errors.append(exc)
-                continue
-            except BaseException:
-                sock.close()
-                raise
-            return sock
-        # getaddrinfo raises rather than return nothing; like create_connection, report the
-        # first address's error.
-        raise errors[0]
-
-    def _resolve(self, host: str, port: int) -> Sequence[tuple[int, int, int, str, Any]]:
-        """``getaddrinfo`` for ``host``, within the deadline and cancellable like the connect.
-
-        The system resolver cannot be interrupted and may take its own timeouts (several
-        seconds per DNS server), longer than connectTimeout. So a name is resolved on a daemon
-        thread while this one waits in the selector; a cancelled or late resolution is left to
-        finish on its own (it holds no socket, and its answer is dropped). A literal address
-        needs no resolver and is answered here at once.
-        """
-        if _is_literal(host):
-            return self._getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-        self.stage = "name resolution"
-        outcome: list[Sequence[tuple[int, int, int, str, Any]] | Exception] = []
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                outcome.append(self._getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-            except Exception as exc:  # noqa: BLE001 - raised on the connecting thread
-                outcome.append(exc)
-            done.set()
-            self._poke()
-
-        thread = threading.Thread(target=run, name="failover-client-resolve", daemon=True)
-        thread.start()
-        if not done.is_set():
-            self._wait_for(None, selectors.EVENT_READ)  # the poke, interrupt(), or the deadline
-        thread.join()  # already past its last step
-        self._drain_wake()
-        if self._interrupted:
-            raise ConnectionAbortedError("connect cancelled")
-        self.stage = "TCP connect"
-        [result] = outcome
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def _poke(self) -> None:
-        """Wake a :meth:`_wait_for` in progress; nothing once the attempt has ended."""
-        with self._wake_lock:
-            if self._wake is not None:
-                with contextlib.suppress(OSError):  # a full pipe has already woken the waiter
-                    self._wake[1].send(b"\0")
-
-    def _drain_wake(self) -> None:
-        """Read the pokes out, so the connect's own wait is not woken by them."""
-        wake = self._wake
-        if wake is None:
-            return
-        wake[0].setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            while wake[0].recv(64):
-                pass
-
-    def _connect_one(self, sock: socket.socket, sockaddr: Any) -> None:
-        """A non-blocking connect of ``sock`` to ``sockaddr``; raises the OSError it ends with."""
-        sock.setblocking(False)
-        code = sock.connect_ex(sockaddr)
-        if code in _IN_PROGRESS:
-            self._wait_for(sock, selectors.EVENT_WRITE)
-            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code:
-            # OSError(errno, ...) builds the matching subclass (ConnectionRefusedError, ...),
-            # as a blocking connect would raise it.
-            raise OSError(code, os.strerror(code))
-
-    def _tls_handshake(self, sock: socket.socket, context: ssl.SSLContext) -> ssl.SSLSocket:
-        """The TLS handshake on the connected non-blocking ``sock``, waiting in the selector."""
-        tls = context.wrap_socket(
-            sock, server_hostname=self._server_hostname, do_handshake_on_connect=False
-        )
-        try:
-            while True:
-                try:
-                    tls.do_handshake()
-                except ssl.SSLWantReadError:
-                    self._wait_for(tls, selectors.EVENT_READ)
-                except ssl.SSLWantWriteError:
-                    self._wait_for(tls, selectors.EVENT_WRITE)
-                else:
-                    return tls
-        except BaseException:
-            tls.close()
-            raise
-
-    def _wait_for(self, sock: socket.socket | None, events: int) -> None:
-        """Block until ``sock`` is ready for ``events``, the deadline passes (TimeoutError) or
-        :meth:`interrupt` runs (ConnectionAbortedError). Without ``sock``, wait for a poke."""
-        wake = self._wake
-        with selectors.DefaultSelector() as selector:
-            if sock is not None:
-                selector.register(sock, events)
-            if wake is not None:
-                selector.register(wake[0], selectors.EVENT_READ)
-            ready = selector.select(self._remaining())
-        if self._interrupted:
-            raise ConnectionAbortedError("connect cancelled")
-        if not ready:
-            raise TimeoutError("connect deadline passed")
+        self._dial.interrupt()
 
     def shutdown_queue(self) -> None:
         # stomp.py's own version forgets the selector without closing it, so its epoll

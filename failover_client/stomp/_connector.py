@@ -1,0 +1,168 @@
+"""The STOMP connector: the engine's factory of :class:`StompSession` objects.
+
+It holds what every session of one connection shares: the failover options, default
+credentials, heart-beat wishes, the client id and one TLS context, built up front so that an
+unusable certificate file is a configuration error at once rather than a "broker unavailable"
+on every reconnect.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import Callable
+
+from failover_client._clock import Clock, SystemClock
+from failover_client._errors import ConfigurationError
+from failover_client.adapter import Cancel, SessionListener
+from failover_client.net._tls import build_ssl_context
+from failover_client.stomp._batch import ConfirmMode
+from failover_client.stomp._handshake import ConnectSettings
+from failover_client.stomp._heartbeat import DEFAULT_GRACE
+from failover_client.stomp._session import StompSession
+from failover_client.stomp._transport import BoundTransport
+from failover_client.uri import BrokerAddress, FailoverOptions
+
+__all__ = ["StompConnector"]
+
+
+class StompConnector:
+    """Opens STOMP sessions to single brokers for the connection manager.
+
+    :param options: the failover options; read for ``heartbeat`` and the ``tls_*`` settings.
+    :param login: default STOMP login; a member URI's ``user`` overrides it.
+    :param passcode: default passcode (never shown in any message or repr); a member URI's
+        password overrides it, and a member that names a user without a password sends none.
+    :param heartbeat: (send, receive) milliseconds; default ``options.heartbeat``. The broker is
+        declared lost after ``heartbeat_grace`` receive intervals without a byte from it.
+    :param clock: time source for the connect deadline and the heart-beat watchdog.
+    :param client_id: sent as ``client-id`` on CONNECT; needed for durable subscriptions
+        (ActiveMQ refuses a second connection with the same id while the first is alive).
+    :param close_timeout: how long ``close()`` waits for the broker's DISCONNECT receipt and
+        for the I/O thread to end.
+    :param ssl_context: a ready client context for TLS members, instead of one built from the
+        ``tls_*`` options.
+    :param transport_factory: builds the stomp.py transport (takes :class:`BoundTransport`'s
+        arguments); a seam for tests that script a broker without sockets.
+    :param confirm_mode: how confirmed sends are confirmed; default ``options.confirm_mode``:
+        ``receipt`` (one RECEIPT per SEND), ``transaction`` (group commit: the sends written
+        together share one transaction and its COMMIT's receipt, see ``_batch``), or
+        ``auto`` (group commit on brokers known to make it safe, ActiveMQ Classic 5.14+;
+        receipts elsewhere). Group commit needs a plain TCP session; TLS sessions use receipts.
+
+    Member parameters read from :class:`BrokerAddress`: ``vhost`` (the STOMP ``host`` header,
+    RabbitMQ's virtual host; default: the member's host name).
+
+    Raises :class:`ConfigurationError` at once for unusable TLS files or heart-beat values.
+    """
+
+    def __init__(
+        self,
+        options: FailoverOptions | None = None,
+        *,
+        login: str | None = None,
+        passcode: str | None = None,
+        heartbeat: tuple[int, int] | None = None,
+        clock: Clock | None = None,
+        client_id: str | None = None,
+        close_timeout: float = 2.0,
+        heartbeat_grace: float = DEFAULT_GRACE,
+        ssl_context: ssl.SSLContext | None = None,
+        transport_factory: Callable[..., BoundTransport] = BoundTransport,
+        confirm_mode: ConfirmMode | None = None,
+    ) -> None:
+        self._transport_factory = transport_factory
+        self._options = options if options is not None else FailoverOptions()
+        self._confirm_mode: ConfirmMode = (
+            confirm_mode if confirm_mode is not None else self._options.confirm_mode
+        )
+        if self._confirm_mode not in ("auto", "receipt", "transaction"):
+            raise ConfigurationError(
+                f"confirm_mode must be auto, receipt or transaction, got {self._confirm_mode!r}"
+            )
+        beats = heartbeat if heartbeat is not None else self._options.heartbeat
+        if len(beats) != 2 or any(int(b) < 0 for b in beats):
+            raise ConfigurationError(f"heartbeat must be two non-negative ms values, got {beats}")
+        if heartbeat_grace < 1.0:
+            raise ConfigurationError(f"heartbeat_grace must be >= 1.0, got {heartbeat_grace}")
+        if close_timeout < 0:
+            raise ConfigurationError(f"close_timeout must be >= 0, got {close_timeout}")
+        self._heartbeat = (int(beats[0]), int(beats[1]))
+        self._login = login
+        self._passcode = passcode
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._client_id = client_id
+        self._close_timeout = close_timeout
+        self._grace = heartbeat_grace
+        self._ssl_context = ssl_context
+        if self._ssl_context is None and _wants_tls_files(self._options):
+            # Files named in the options fail now, as configuration errors, not later as
+            # "broker unavailable" on every reconnect.
+            self._ssl_context = build_ssl_context(self._options)
+        self._ssl_lock = threading.Lock()
+
+    @property
+    def heartbeat(self) -> tuple[int, int]:
+        return self._heartbeat
+
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._ssl_lock:
+            if self._ssl_context is None:
+                self._ssl_context = build_ssl_context(self._options)
+            return self._ssl_context
+
+    def credentials_for(self, address: BrokerAddress) -> tuple[str | None, str | None]:
+        """(login, passcode) for ``address``: the member's own beat the connector's defaults."""
+        if address.user is not None:
+            return address.user, address.password
+        return self._login, self._passcode
+
+    def connect(
+        self,
+        address: BrokerAddress,
+        *,
+        timeout: float,
+        listener: SessionListener,
+        cancel: Cancel,
+    ) -> StompSession:
+        """Connect to ``address`` and finish the STOMP handshake within ``timeout`` seconds.
+
+        Returns only after CONNECTED. Raises :class:`BrokerUnavailable` (refused, reset,
+        timed out, closed), :class:`AuthenticationFailed`, :class:`TLSFailure` or
+        :class:`ProtocolViolation`, each ``from`` the underlying error, naming the broker.
+        Cancelling ``cancel`` (from any thread) ends the TCP connect, the TLS handshake or the
+        wait for CONNECTED at once with :class:`ConnectCancelled`. Nothing (socket, thread) is
+        left behind when it raises, except that a host-name lookup cut short finishes on its
+        own daemon thread.
+        """
+        if address.protocol == "amqp":
+            raise ConfigurationError(f"{address}: an AMQP member cannot be opened over STOMP")
+        login, passcode = self.credentials_for(address)
+        session = StompSession(
+            address,
+            listener=listener,
+            clock=self._clock,
+            close_timeout=self._close_timeout,
+            settings=ConnectSettings(
+                login=login,
+                passcode=passcode,
+                heartbeat=self._heartbeat,
+                grace=self._grace,
+                client_id=self._client_id,
+                ssl_context=self._tls_context() if address.tls else None,
+                transport_factory=self._transport_factory,
+                confirm_mode=self._confirm_mode,
+            ),
+        )
+        session.open(timeout, cancel)
+        return session
+
+    def __repr__(self) -> str:
+        return (
+            f"StompConnector(heartbeat={self._heartbeat}, login={self._login!r}, "
+            f"client_id={self._client_id!r}, confirm_mode={self._confirm_mode})"
+        )
+
+
+def _wants_tls_files(options: FailoverOptions) -> bool:
+    return any((options.tls_ca_file, options.tls_cert_file, options.tls_key_file))

@@ -1,0 +1,227 @@
+"""What a STOMP session hears: frames, the first bytes, the end of the connection, silence.
+
+:class:`FrameEvents` is the one listener the session registers with stomp.py, so its
+``on_*`` frame methods run on stomp.py's I/O thread; the transport calls
+:meth:`FrameEvents.on_bytes` and :meth:`FrameEvents.on_bad_frame` on that thread too, and the
+heart-beat watchdog calls :meth:`FrameEvents.on_silence` on its own.
+
+A listener that raises in ``on_message`` does not end the session: the error is logged on the
+``failover_client.stomp`` logger. An ERROR that names a receipt fails that one send; an ERROR
+about a refused group COMMIT sends the transaction's messages again one by one; any other
+ERROR is logged and becomes the loss cause should the broker close next.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from failover_client._errors import BrokerUnavailable, ProtocolViolation
+from failover_client.stomp._batch import Outcome
+from failover_client.stomp._errors import (
+    broker_error_text,
+    connect_error_from_frame,
+    redact,
+    send_rejection_from_frame,
+)
+from failover_client.stomp._frames import check_handshake_bytes, received_from_frame
+from failover_client.stomp._outbound import Outbound
+from failover_client.stomp._receipts import Completion
+from failover_client.stomp._state import SessionState
+from failover_client.stomp._teardown import lose
+
+__all__ = ["FrameEvents"]
+
+_log = logging.getLogger("failover_client.stomp")
+
+_HANDSHAKE_SNIFF = 32
+"""Bytes of the broker's first answer kept to tell a STOMP reply from junk."""
+
+
+class FrameEvents:
+    """The inbound side of one session (stomp.py's I/O thread, and the watchdog)."""
+
+    def __init__(self, state: SessionState, outbound: Outbound) -> None:
+        self._state = state
+        self._outbound = outbound
+        self._sniffed = b""
+        self._sniff_done = False
+
+    # -- stomp.py's listener interface -------------------------------------------------------
+
+    def on_connected(self, frame: Any) -> None:
+        state = self._state
+        with state.lock:
+            if state.phase == "connecting" and state.connected_headers is None:
+                state.connected_headers = dict(frame.headers)
+        state.handshake_done.set()
+
+    def on_message(self, frame: Any) -> None:
+        state = self._state
+        try:
+            message = received_from_frame(frame.headers, frame.body, state.version)
+        except ProtocolViolation as exc:
+            state.report(ProtocolViolation(str(exc), broker=state.broker))
+            return
+        beats = state.heartbeat
+        if beats is not None:
+            beats.dispatch_started()
+        try:
+            state.listener.on_message(state.session, message)
+        except Exception as exc:  # noqa: BLE001 - a raising listener must not end the session
+            state.report(exc)
+        finally:
+            if beats is not None:
+                beats.dispatch_finished(state.clock.monotonic())
+
+    def on_receipt(self, frame: Any) -> None:
+        state = self._state
+        receipt = frame.headers.get("receipt-id", "")
+        if receipt == state.bye_receipt:
+            state.bye.set()
+            return
+        group = state.group
+        if group is not None and group.is_ours(receipt):
+            outcome = group.committed(receipt)
+            if outcome is not None:
+                self._settle(outcome)
+            return
+        state.complete(state.receipts.confirm(receipt))
+
+    def on_error(self, frame: Any) -> None:
+        state = self._state
+        headers, body = frame.headers, frame.body
+        with state.lock:
+            connecting = state.phase == "connecting"
+        if connecting:
+            lose(
+                state,
+                connect_error_from_frame(headers, body, broker=state.broker, secrets=state.secrets),
+            )
+            return
+        receipt = headers.get("receipt-id")
+        group = state.group
+        if group is not None and receipt is not None and group.is_ours(receipt):
+            outcome = group.refused(receipt)
+            if outcome is not None:
+                # The broker refused the COMMIT (a send in it failed): nothing of it was
+                # stored. Each send goes again alone; the broker's answer then names the one
+                # it refuses. Not an error of the session, so not reported as one.
+                _log.info(
+                    "%s: COMMIT of %d sends refused (%s); sending each again alone",
+                    state.broker,
+                    len(outcome[1]),
+                    broker_error_text(headers, body, state.secrets),
+                )
+                self._settle(outcome)
+                return
+        if receipt is None and group is not None:
+            # Which send this is about cannot be known: no unanswered transaction may confirm
+            # its sends on the strength of its COMMIT alone.
+            group.unattributed_error()
+        if receipt is not None and state.receipts.is_ours(receipt):
+            rejection = send_rejection_from_frame(
+                headers, body, broker=state.broker, secrets=state.secrets
+            )
+            completion = state.receipts.reject(receipt, rejection)
+            if completion is not None:
+                state.complete(completion)
+                return
+        # Not about one send. STOMP says the broker closes the connection after an ERROR
+        # (RabbitMQ does); ActiveMQ keeps it open after e.g. a bad ACK. Report it now, and use
+        # it as the loss cause should the broker close.
+        error = BrokerUnavailable(
+            f"broker sent ERROR: {broker_error_text(headers, body, state.secrets)}",
+            broker=state.broker,
+        )
+        with state.lock:
+            state.pending_error = error
+        state.report(error)
+
+    def on_disconnected(self) -> None:
+        state = self._state
+        state.bye.set()
+        with state.lock:
+            cause = state.pending_error
+            connecting = state.phase == "connecting"
+            answered = state.connected_headers is not None
+        if cause is None:
+            detail = ""
+            if connecting and self._sniffed and not answered:
+                detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
+            cause = BrokerUnavailable(
+                "connection closed by the broker"
+                + (" during the handshake" if connecting else "")
+                + detail,
+                broker=state.broker,
+            )
+        lose(state, cause)
+
+    # stomp.py calls these on every frame; without them it raises and catches AttributeError
+    # (or logs) each time, a measurable cost on the send path.
+    def on_send(self, frame: Any) -> None:
+        """Nothing to do for an outgoing frame."""
+
+    def on_before_message(self, frame: Any) -> None:
+        """Nothing to do before a MESSAGE is dispatched."""
+
+    # -- the transport's and the watchdog's hooks ---------------------------------------------
+
+    def on_bytes(self, data: bytes) -> None:
+        """Any byte is life for the watchdog; the first ones must look like a STOMP frame."""
+        state = self._state
+        beats = state.heartbeat
+        if beats is not None:
+            beats.received(state.clock.monotonic())
+        if self._sniff_done:
+            return
+        self._sniffed += data[:_HANDSHAKE_SNIFF]
+        verdict = check_handshake_bytes(self._sniffed)
+        if verdict is None and len(self._sniffed) < _HANDSHAKE_SNIFF:
+            return
+        self._sniff_done = True
+        if not verdict:
+            # An echo server would send our CONNECT back: keep the passcode out of the message.
+            shown = redact(repr(self._sniffed[:_HANDSHAKE_SNIFF]), state.secrets)
+            lose(
+                state,
+                ProtocolViolation(
+                    f"answered CONNECT with {shown}, which is not a STOMP frame "
+                    "(wrong port or protocol?)",
+                    broker=state.broker,
+                ),
+            )
+
+    def on_bad_frame(self, command: str) -> None:
+        lose(
+            self._state,
+            ProtocolViolation(
+                f"broker sent a {command!r} frame, which STOMP does not define",
+                broker=self._state.broker,
+            ),
+        )
+
+    def on_silence(self, silence: float) -> None:
+        state = self._state
+        limit = state.heartbeat.plan.silence_limit if state.heartbeat is not None else 0.0
+        lose(
+            state,
+            BrokerUnavailable(
+                f"no data from the broker for {silence:.2f} s (heart-beat limit {limit:g} s); "
+                "presumed hung",
+                broker=state.broker,
+            ),
+        )
+
+    def _settle(self, outcome: Outcome) -> None:
+        """Confirm a committed run's sends, or write each again alone."""
+        verdict, sends = outcome
+        if verdict == "retry":
+            self._outbound.resend_alone(sends)
+            return
+        completions: list[Completion] = []
+        for send in sends:
+            completion = self._state.receipts.confirm(send.receipt)
+            if completion is not None:
+                completions.append(completion)
+        self._state.complete(completions)

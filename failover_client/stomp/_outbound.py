@@ -1,0 +1,129 @@
+"""What a STOMP session writes: callers' frames, group-committed sends and heart-beats.
+
+:meth:`Outbound.write` is the send hot path: one phase check without the lock (a session
+that dies right after it fails the write, which is mapped the same way), one encode, one
+write under the write lock. Confirmed sends on a group-commit session are queued instead
+(:meth:`Outbound.queue`) and encoded by the writer thread when it writes (``_batch``).
+
+Writes are asynchronous on plain TCP (see :class:`~failover_client.stomp.StompSession`); the
+writer thread reports each real write (heart-beat traffic) and a failed one (the loss of the
+session) through the callbacks :meth:`Outbound.start_writer` hands it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from failover_client._errors import BrokerUnavailable
+from failover_client.net._writer import Item, join_frames
+from failover_client.stomp._batch import PendingSend
+from failover_client.stomp._encode import encode_frame, escape_headers
+from failover_client.stomp._errors import transport_error
+from failover_client.stomp._state import SessionState
+from failover_client.stomp._teardown import lose
+from failover_client.stomp._transport import BoundTransport
+
+__all__ = ["Outbound"]
+
+_log = logging.getLogger("failover_client.stomp")
+
+
+class Outbound:
+    """The write side of one session (callers' threads, the writer and the watchdog)."""
+
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+        self._count_sends = True
+        """Whether :meth:`write` notes heart-beat traffic itself (no writer thread does it)."""
+
+    def start_writer(self, transport: BoundTransport, name: str) -> bool:
+        """Start the transport's batching writer thread; False where there is none (TLS)."""
+        started = bool(
+            transport.start_writer(
+                on_written=self._on_written,
+                on_failed=self._on_write_failed,
+                name=name,
+                render=self._render,
+            )
+        )
+        self._count_sends = not started
+        return started
+
+    def write(self, command: str, headers: dict[str, str], body: bytes | None) -> None:
+        """Encode and write one frame; raises BrokerUnavailable when dead or the write fails.
+
+        Raises ConfigurationError, before writing, for headers STOMP cannot carry.
+        """
+        state = self._state
+        if state.phase != "open":
+            raise state.dead_error()
+        transport = state.transport
+        if transport is None:
+            raise BrokerUnavailable("session was never opened", broker=state.broker)
+        # Encoded outside the try: bad input is the caller's error, not a broken connection.
+        data = encode_frame(command, escape_headers(headers, state.version), body or b"")
+        try:
+            with state.write_lock:
+                transport.write_encoded(data)
+        except Exception as exc:
+            # The I/O thread reports the loss (on_lost) once the socket is down.
+            transport.abort()
+            raise transport_error(exc, broker=state.broker, during=f"{command} write") from exc
+        if self._count_sends:
+            beats = state.heartbeat
+            if beats is not None:
+                beats.sent(state.clock.monotonic())
+
+    def queue(self, item: PendingSend, *, force: bool = False) -> None:
+        """Queue a confirmed send for group commit; the writer encodes it when it writes."""
+        state = self._state
+        if state.phase != "open":
+            raise state.dead_error()
+        transport = state.bound_transport()
+        # With other sends unconfirmed this is part of a burst: leave it to the writer thread,
+        # so the burst gathers into one transaction. A lone send (a blocking ``send`` loop)
+        # may still be written at once on this thread.
+        alone = state.receipts.outstanding <= 1
+        try:
+            transport.send_deferred(item, force=force, inline=alone and not force)
+        except Exception as exc:
+            transport.abort()
+            raise transport_error(exc, broker=state.broker, during="SEND write") from exc
+
+    def resend_alone(self, sends: tuple[PendingSend, ...]) -> None:
+        """Write each send again outside a transaction, with its own receipt (reader thread)."""
+        for send in sends:
+            send.alone = True
+            try:
+                self.queue(send, force=True)
+            except BrokerUnavailable:
+                return  # the session is lost: its receipt book fails every one of them
+
+    def beat(self) -> None:
+        """Write one EOL unless a frame is being written (that counts as traffic anyway)."""
+        state = self._state
+        transport = state.transport
+        if transport is None or not state.write_lock.acquire(blocking=False):
+            return
+        try:
+            transport.write_heartbeat()
+        except Exception as exc:  # noqa: BLE001 - a lost beat is harmless; the watchdog goes on
+            _log.debug("%s: heart-beat not written: %r", state.broker, exc)
+        finally:
+            state.write_lock.release()
+
+    def _render(self, items: Sequence[Item]) -> bytes:
+        """The writer's render: transactions once CONNECTED enabled group commit, else frames."""
+        group = self._state.group
+        return join_frames(items) if group is None else group.render(items)
+
+    def _on_written(self) -> None:
+        """Writer thread: bytes reached the socket, which is what the broker's watchdog sees."""
+        beats = self._state.heartbeat
+        if beats is not None:
+            beats.sent(self._state.clock.monotonic())
+
+    def _on_write_failed(self, exc: BaseException) -> None:
+        """Writer thread: a queued write failed; the session is lost, as after any failed write."""
+        lose(self._state, transport_error(exc, broker=self._state.broker, during="a queued write"))

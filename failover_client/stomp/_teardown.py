@@ -1,0 +1,128 @@
+"""The end of a STOMP session: closed by the engine, or lost.
+
+* :func:`close` (the engine's ``close()``): DISCONNECT with a receipt when the broker is
+  healthy, then :func:`release`; confirmations still outstanding fail; ``on_lost`` is not called.
+* :func:`lose` (any thread that notices the connection is dead): exactly once per session,
+  fail every outstanding confirmation, then call ``on_lost``, then end the threads. During the
+  handshake it only records the first cause, which ``open()`` raises.
+* :func:`release`: stop the watchdog, abort the transport and join the threads, never the
+  caller's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from failover_client._errors import BrokerUnavailable, ConnectionFailure
+from failover_client.stomp._state import SessionState
+
+__all__ = ["close", "lose", "release"]
+
+_log = logging.getLogger("failover_client.stomp")
+
+_BYE = "bye"
+"""The DISCONNECT frame's receipt id."""
+
+
+def close(state: SessionState) -> None:
+    """Say DISCONNECT (when the session is open), release everything, fail what is unconfirmed.
+
+    Never raises; idempotent.
+    """
+    with state.lock:
+        if state.phase == "closed":
+            return
+        polite = state.phase == "open"
+        state.phase = "closed"
+    try:
+        if polite:
+            _say_goodbye(state)
+    except Exception as exc:  # noqa: BLE001 - close never raises; the socket goes anyway
+        _log.debug("%s: DISCONNECT failed: %r", state.broker, exc)
+    release(state)
+    state.complete(
+        state.receipts.fail_all(
+            BrokerUnavailable("session closed before the broker confirmed", broker=state.broker)
+        )
+    )
+    if state.group is not None:
+        state.group.clear()
+
+
+def _say_goodbye(state: SessionState) -> None:
+    transport = state.transport
+    if transport is None or not state.write_lock.acquire(blocking=False):
+        return  # a writer is stuck on a full socket: the broker is not listening anyway
+    try:
+        state.bye_receipt = _BYE
+        if state.protocol is not None:
+            state.protocol.send_frame("DISCONNECT", {"receipt": _BYE}, b"")
+    finally:
+        state.write_lock.release()
+    if threading.current_thread() is not transport.io_thread:
+        # The receipt also means every frame queued before DISCONNECT was written.
+        state.clock.wait(state.bye, state.close_timeout)
+    else:
+        # From the I/O thread itself the receipt could never be read: only let the writer put
+        # what is queued on the socket before the abort.
+        transport.flush(state.close_timeout)
+
+
+def release(state: SessionState) -> None:
+    """Stop the watchdog, abort the transport and join the threads (never the caller's)."""
+    timeout = state.close_timeout
+    monitor = state.monitor
+    if monitor is not None:
+        monitor.stop(join_timeout=timeout)
+    transport = state.transport
+    if transport is None:
+        return
+    io_thread = transport.io_thread
+    transport.abort()
+    if not transport.join_writer(timeout):
+        _log.warning("%s: writer thread still busy after %g s", state.broker, timeout)
+    if io_thread is None:
+        transport.close_unstarted()
+    elif io_thread is not threading.current_thread():
+        io_thread.join(timeout)
+        if io_thread.is_alive():
+            _log.warning(
+                "%s: I/O thread still busy after %g s (a listener callback is blocking it)",
+                state.broker,
+                timeout,
+            )
+
+
+def lose(state: SessionState, cause: ConnectionFailure) -> None:
+    """The connection is dead: fail confirmations, then tell the listener, exactly once."""
+    with state.lock:
+        if state.phase in ("lost", "closed"):
+            return
+        if state.phase == "connecting":
+            # open() is waiting: it raises the first cause and cleans up.
+            if state.handshake_error is None:
+                state.handshake_error = cause
+            state.handshake_done.set()
+            return
+        state.phase = "lost"
+        state.lost_cause = cause
+    state.complete(
+        state.receipts.fail_all(
+            BrokerUnavailable(f"session lost before the broker confirmed: {cause}")
+        )
+    )
+    if state.group is not None:
+        state.group.clear()
+    try:
+        state.listener.on_lost(state.session, cause)
+    except Exception as exc:  # noqa: BLE001 - the engine's bug must not kill our thread
+        _log.exception("%s: on_lost listener failed: %r", state.broker, exc)
+    # Only now wake the watchdog and the writer to end: woken earlier, their threads would
+    # queue for the GIL ahead of the reconnect loop that on_lost just woke. Nothing is written
+    # meanwhile: every write checks the phase, which is "lost" already.
+    monitor = state.monitor
+    if monitor is not None:
+        monitor.stop()
+    if state.transport is not None:
+        state.transport.abort()
