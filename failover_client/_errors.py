@@ -13,11 +13,18 @@
     |   +-- AuthenticationFailed    a broker refused the credentials (not retried)
     |   +-- TLSFailure              certificate / hostname verification failed (not retried)
     |   +-- ProtocolViolation       a broker sent something the protocol does not allow
-    |   +-- AllBrokersFailed        every attempt failed; carries each broker's last cause
+    |   +-- AllBrokersFailed        the reconnect loop gave up; carries each broker's last cause
     +-- SendFailure                 a send could not be confirmed
     |   +-- SendTimeout             not confirmed within ``timeout``
     |   +-- SendRejected            the broker answered the send with an ERROR / rejection
-    +-- ConnectionClosed            the connection was closed by the application
+    +-- ConnectionClosed            the application closed the connection
+    +-- NotConnected                called before ``connect()`` (also a ``RuntimeError``)
+
+Each state of a connection that refuses work has its own error: ``NotConnected`` before
+``connect()`` (a mistake in the calling code), ``AllBrokersFailed`` once the reconnect loop gave
+up (send, send_async, subscribe and flush raise it with every broker's last cause, and the error
+the loop stopped with, the ``GaveUp`` event's, as its ``__cause__``), and ``ConnectionClosed``
+after ``close()``.
 
 Third-party exceptions (stomp.py, proton, ssl, socket) are mapped onto these at the adapter
 boundary and raised ``from`` the original, so ``__cause__`` keeps the detail. Messages never
@@ -37,6 +44,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionFailure",
     "FailoverClientError",
+    "NotConnected",
     "OptionError",
     "PolicyError",
     "ProtocolViolation",
@@ -122,7 +130,7 @@ class BrokerUnavailable(ConnectionFailure):
 class ConnectCancelled(BrokerUnavailable):
     """The connect was cancelled (the connection is closing) before the handshake finished.
 
-    Says nothing about the broker's health: the manager does not count it as a failure.
+    Says nothing about the broker's health: the reconnect loop does not count it as a failure.
     """
 
 
@@ -139,12 +147,13 @@ class ProtocolViolation(ConnectionFailure):
 
 
 class AllBrokersFailed(ConnectionFailure):
-    """Every attempt the schedule allowed failed.
+    """The reconnect loop gave up: every attempt the schedule allowed failed.
 
     ``causes`` maps each broker (redacted address) to the last error seen from it.
     """
 
     def __init__(self, message: str, causes: Mapping[str, BaseException]) -> None:
+        self.reason = message
         self.causes = dict(causes)
         details = "; ".join(f"{b}: {type(e).__name__}: {e}" for b, e in self.causes.items())
         super().__init__(f"{message}: {details}" if details else message)
@@ -171,3 +180,10 @@ class SendRejected(SendFailure):
 
 class ConnectionClosed(FailoverClientError):
     """The application closed the connection; no further sends or subscriptions are possible."""
+
+
+class NotConnected(FailoverClientError, RuntimeError):
+    """A call that needs a connection came before ``connect()``.
+
+    A mistake in the calling code, not an outage: nothing was tried with any broker.
+    """

@@ -20,7 +20,7 @@ The contract, in short:
 * a session that is closed or lost raises :class:`~failover_client.BrokerUnavailable` from
   ``send``, ``subscribe``, ``unsubscribe``, ``ack`` and ``nack``; ``close`` never raises.
 
-A connect can be cut short: the manager hands each ``connect`` a :class:`Cancel` token and
+A connect can be cut short: the engine hands each ``connect`` a :class:`Cancel` token and
 cancels it when the application closes the connection, so ``close()`` does not wait for a
 handshake with a hung broker to time out.
 """
@@ -58,7 +58,7 @@ ConfirmCallback = Callable[[BaseException | None], None]
 
 @dataclass(frozen=True)
 class SubscriptionSpec:
-    """What the manager needs to (re)create a subscription on any broker."""
+    """What the engine needs to (re)create a subscription on any broker."""
 
     id: str
     destination: str
@@ -70,7 +70,7 @@ class SubscriptionSpec:
 
 @dataclass(frozen=True)
 class Received:
-    """A message as a session delivers it to the manager."""
+    """A message as a session delivers it to the engine."""
 
     subscription_id: str
     destination: str

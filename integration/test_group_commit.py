@@ -16,7 +16,7 @@ from concurrent.futures import Future
 import pytest
 
 from failover_client import FailoverConnection, SendRejected
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     FAST,
     SAFETY,
@@ -37,7 +37,7 @@ MISSING_TEMP_QUEUE = "/remote-temp-queue/ID:nohost-1-1-1:1:1"
 
 def _batching(conn: FailoverConnection) -> bool:
     """Whether the session in use group-commits (read from the adapter's session)."""
-    slot = conn._core.current  # the adapter's mode is not public API
+    slot = conn._state.current  # the adapter's mode is not public API
     assert slot is not None
     assert slot.session is not None
     return bool(slot.session.batching)  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from test_manager_support import A, B, in_thread, make, running
 
 from failover_client import ConnectionClosed
 from failover_client._errors import BrokerUnavailable, ConnectCancelled
-from failover_client._events import Closed, Connected, StandbyConnected
+from failover_client._events import Connected, StandbyConnected
 from failover_client.adapter import Cancel, SessionListener
 from failover_client.engine._dial import Interrupted
 from failover_client.testing import FakeClock, FakeConnector, FakeSession
@@ -52,7 +52,7 @@ def test_close_during_a_blocked_startup_connect_returns_without_the_clock_moving
         assert closing.error is None
         assert connecting.done.wait(5)
         assert isinstance(connecting.error, ConnectionClosed)
-        assert not rig.conn._supervisor.thread.is_alive()
+        assert not rig.conn._loop.thread.is_alive()
         assert rig.clock.monotonic() == 0.0
         assert rig.connector.cancelled == ["a:61613"]
         assert rig.connector.attempted() == ["a:61613"]
@@ -74,7 +74,7 @@ def test_close_during_a_blocked_failover_connect_returns_at_once() -> None:
         assert rig.connector.wait_for_attempts(2)
         assert rig.connector.attempted() == ["a:61613", "b:61613"]
         rig.conn.close()
-        assert not rig.conn._supervisor.thread.is_alive()
+        assert not rig.conn._loop.thread.is_alive()
         assert rig.connector.cancelled == ["b:61613"]
         assert rig.clock.monotonic() == now
 
@@ -86,7 +86,7 @@ def test_close_during_a_blocked_standby_connect_returns_at_once() -> None:
         assert rig.connector.wait_until(lambda: rig.connector.attempted() == ["a:61613", "b:61613"])
         assert rig.clock.wait_for_waiters(1)
         rig.conn.close()
-        assert not rig.conn._supervisor.thread.is_alive()
+        assert not rig.conn._loop.thread.is_alive()
         assert rig.connector.cancelled == ["b:61613"]
         assert rig.events.of_type(StandbyConnected) == []
         assert rig.clock.monotonic() == 0.0
@@ -105,34 +105,6 @@ def test_a_connect_with_a_token_that_is_not_cancelled_is_unaffected() -> None:
         assert rig.connector.cancelled == []
 
 
-class LegacyConnector(FakeConnector):
-    """An adapter written before connects could be cancelled: ``connect`` has no ``cancel``."""
-
-    def connect(  # type: ignore[override]
-        self, address: BrokerAddress, *, timeout: float, listener: SessionListener
-    ) -> FakeSession:
-        return super().connect(address, timeout=timeout, listener=listener)
-
-
-def test_a_connector_without_a_cancel_parameter_still_works_and_close_waits_for_it() -> None:
-    rig = make((A,), autojump=False, connector_type=LegacyConnector)
-    with running(rig):
-        assert rig.conn.broker == "stomp://a:61613"
-        rig.connector.behave(A, "hang")
-        rig.connector.session(A).kill()
-        now = _advance_to_the_reconnect_delay(rig.clock)
-        assert rig.connector.wait_for_attempts(2)
-        assert rig.clock.wait_for_waiters(1, timed=True)
-        closing = in_thread(rig, rig.conn.close)
-        assert rig.events.wait_for(Closed)
-        # Nothing could cancel it: the handshake still waits for its own timeout.
-        assert rig.clock.deadlines() == [now + 2.0]
-        assert rig.conn._supervisor.thread.is_alive()
-        rig.clock.advance(2.0)
-        assert closing.done.wait(5)
-        assert rig.connector.cancelled == []
-
-
 # --- Dialer ---------------------------------------------------------------------------------
 
 
@@ -146,9 +118,9 @@ def test_a_handshake_that_wins_the_race_with_close_is_closed_and_not_used() -> N
         *,
         timeout: float,
         listener: SessionListener,
-        cancel: Cancel | None = None,
+        cancel: Cancel,
     ) -> FakeSession:
-        session = original(address, timeout=timeout, listener=listener)
+        session = original(address, timeout=timeout, listener=listener, cancel=cancel)
         dialer.cancel()  # close() lands right after CONNECTED
         return session
 

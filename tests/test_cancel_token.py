@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from failover_client.adapter import Cancel
-from failover_client.engine._dial import _takes_cancel
 
 
 def test_a_fresh_token_is_not_cancelled_and_cancel_runs_callbacks_in_order():
@@ -121,38 +120,3 @@ def test_concurrent_cancels_run_each_callback_exactly_once():
     for thread in threads:
         thread.join(5)
     assert counts == [1] * 50
-
-
-class _Legacy:
-    def connect(self, address: object, *, timeout: float, listener: object) -> None:
-        """A connector written before cancellation existed."""
-
-
-class _Modern:
-    def connect(
-        self, address: object, *, timeout: float, listener: object, cancel: Cancel | None = None
-    ) -> None:
-        """A connector that takes the token."""
-
-
-def _kwargs(address: object, **options: object) -> None:
-    """A wrapper that forwards every keyword."""
-
-
-def _positional_only(address: object, cancel: object, /) -> None:
-    """``cancel`` here cannot be passed by keyword."""
-
-
-@pytest.mark.parametrize(
-    ("connect", "expected"),
-    [
-        (_Legacy().connect, False),
-        (_Modern().connect, True),
-        (_kwargs, True),
-        (_positional_only, False),
-    ],
-)
-def test_the_dialer_passes_the_token_only_to_a_connect_that_takes_it(
-    connect: object, expected: bool
-) -> None:
-    assert _takes_cancel(connect) is expected  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from failover_client import (
     BrokerUnavailable,
     ConfigurationError,
     ConnectionClosed,
+    NotConnected,
     TLSFailure,
 )
 from failover_client._events import (
@@ -80,8 +81,10 @@ def test_startup_passes_follow_the_schedule_and_give_up_with_every_cause():
             "stomp://c:61613",
         ]
         assert rig.conn.state == "failed"
-        with pytest.raises(ConnectionClosed, match="gave up"):
+        with pytest.raises(AllBrokersFailed, match="gave up") as later:
             rig.conn.send("/queue/q", b"x")
+        assert later.value.causes == error.causes
+        assert later.value.__cause__ is error
 
 
 def test_reconnect_warning_follows_the_schedule():
@@ -165,7 +168,14 @@ def test_auth_failure_after_a_loss_gives_up_and_fails_waiting_sends():
         rig.connector.session(A).kill()
         gave_up = rig.events.wait_for(GaveUp)
         assert isinstance(gave_up.error, AuthenticationFailed)
-        assert future.exception(5) is gave_up.error
+        failure = future.exception(5)
+        assert isinstance(failure, AllBrokersFailed)
+        assert failure.__cause__ is gave_up.error
+        assert failure.causes == {"stomp://a:61613": gave_up.error}
+        assert str(failure) == (
+            "the reconnect loop gave up on AuthenticationFailed: stomp://a:61613: "
+            "AuthenticationFailed: stomp://a:61613: credentials refused"
+        )
         assert rig.conn.state == "failed"
 
 
@@ -240,10 +250,16 @@ def test_close_ends_every_thread_and_later_calls_raise():
     rig.conn.close()  # idempotent
 
 
-def test_send_before_connect_raises():
+def test_send_before_connect_raises_not_connected():
     rig = make((A,))
-    with running(rig, connect=False), pytest.raises(ConnectionClosed, match="connect"):
-        rig.conn.send("/queue/q", b"x")
+    with running(rig, connect=False):
+        with pytest.raises(NotConnected, match="connect"):
+            rig.conn.send("/queue/q", b"x")
+        with pytest.raises(NotConnected):
+            rig.conn.send_async("/queue/q", b"x")
+        with pytest.raises(NotConnected):
+            rig.conn.flush()
+        assert rig.connector.attempted() == []
 
 
 def test_context_manager_connects_and_closes():

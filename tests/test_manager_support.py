@@ -1,4 +1,4 @@
-"""Shared builders for the connection-manager tests (no tests of its own)."""
+"""Shared builders for the connection tests (no tests of its own)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def make(
 
 
 def assert_threads_gone(conn: FailoverConnection) -> None:
-    ours = {conn._supervisor.thread, conn._dispatcher.thread}
+    ours = {conn._loop.thread, conn._dispatcher.thread}
     assert not [t for t in threading.enumerate() if t in ours]
     assert not [t for t in ours if t.is_alive()]
 

@@ -137,6 +137,23 @@ def test_address_map_rewrites_or_drops_pushed_entries():
     assert [a.key for a in delta.added] == ["gw.example:62613"]
 
 
+def test_entry_for_names_the_known_broker_an_advertised_address_maps_to():
+    def reachable(address: BrokerAddress) -> BrokerAddress | None:
+        if address.host == "hidden":
+            return None
+        return BrokerAddress(address.scheme, f"gw-{address.host}", address.port)
+
+    pool = BrokerPool([A, B], address_map=reachable)
+    internal = BrokerAddress("stomp", "node1", 61613)
+    assert pool.entry_for(internal) is None  # not merged yet
+    pool.merge([internal], "add", source="amqp", now=0.0)
+    entry = pool.entry_for(internal)
+    assert entry is not None
+    assert entry.key == "gw-node1:61613"
+    assert entry.user == "app"  # the pool's entry, with the seeds' credentials
+    assert pool.entry_for(BrokerAddress("stomp", "hidden", 61613)) is None
+
+
 def test_repr_shows_state_and_no_secret():
     pool = BrokerPool([A, B], tiers={"b:61613": 1})
     pool.record_failure(B, refused(B), now=0.0)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from failover_client._clock import Clock
-from failover_client._errors import ConnectionClosed, FailoverClientError
+from failover_client._errors import AllBrokersFailed, ConnectionClosed, FailoverClientError
 from failover_client._events import (
     AckDropped,
     Connected,
@@ -130,6 +130,10 @@ class Producer(threading.Thread):
                 )
             except ConnectionClosed:
                 self._recorder.unconfirmed(message_id, "connection closed")
+                return
+            except AllBrokersFailed:
+                # The reconnect loop gave up: no later send can succeed either.
+                self._recorder.unconfirmed(message_id, "gave up")
                 return
             except FailoverClientError as exc:
                 self._recorder.unconfirmed(message_id, f"{type(exc).__name__}: {exc}")

@@ -3,9 +3,10 @@
 Nothing here knows STOMP or AMQP; it drives any :mod:`adapter <failover_client.adapter>`.
 
 * ``_connection``: :class:`FailoverConnection`, the application's API, which wires the rest;
+  ``_adapters`` picks (and lazily imports) the protocol adapter;
 * ``_state``: the connection state every thread meets under one lock; ``_sender`` writes,
-  confirms and replays sends through the ``_outbox``; ``_subscriptions`` restores them;
-* ``_loop``: the reconnect loop (the one owner of reconnecting), ``_dial``: one pass over a plan;
+  confirms and replays sends through the ``_outbox``; ``_subscriptions`` outlive sessions;
+* ``_loop``: the reconnect loop (the one owner of reconnecting), ``_dial``: one reconnect run;
 * ``_pool`` (known brokers), ``_placement`` (tiers and plans), ``_schedule`` (delays),
   ``_standby`` (pre-connected standbys), ``_dispatch`` (the handler thread).
 
@@ -15,11 +16,7 @@ demo, testing. A test keeps it so (``tests/test_layout.py``).
 
 from __future__ import annotations
 
-from failover_client.engine._connection import (
-    MESSAGE_ID_HEADER,
-    FailoverConnection,
-    FailoverTarget,
-    connector_for,
-)
+from failover_client.engine._adapters import connector_for
+from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
 
 __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget", "connector_for"]

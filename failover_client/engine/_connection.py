@@ -1,11 +1,11 @@
 """``FailoverConnection``: one connection to a group of brokers that survives losing any of them.
 
 The pieces (each in its own module): the broker pool (``_pool``), the policy and tiers that order
-brokers (``policies``, ``_priority``), the reconnect schedule (``_schedule``), the reconnect
-loop (``_manager_loop``, ``_manager_dial``), the shared state with sends, subscriptions and
-acks (``_manager_core``, ``_sends``, ``_subscriptions``), standbys (``_backup``), events and
-the dispatch thread (``_events``, ``_manager_dispatch``). This module wires them together and is
-the application's API.
+brokers (``policies``, ``_placement``), the reconnect schedule (``_schedule``), the reconnect
+loop (``_loop``, ``_dial``), the connection state with subscriptions and acks (``_state``,
+``_subscriptions``), the send path and its outbox (``_sender``, ``_outbox``), standbys
+(``_standby``), events and the dispatch thread (``_events``, ``_dispatch``), the choice of
+adapter (``_adapters``). This module wires them together and is the application's API.
 
 Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
 (``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`.
@@ -13,39 +13,42 @@ Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import random
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, ConnectionClosed
 from failover_client._events import Event, Listener, ListenerSet, TopologyChanged
-from failover_client.adapter import AckMode, Connector, Received
-from failover_client.engine._core import UNSET, Core, Unset
+from failover_client.adapter import AckMode, AdvertisedBrokers, Connector, Received
+from failover_client.engine._adapters import connector_for
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
-from failover_client.engine._loop import Supervisor
+from failover_client.engine._loop import ReconnectLoop
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
-from failover_client.engine._placement import PlanPolicy, better_brokers, plan, tiers_for
+from failover_client.engine._placement import (
+    PlanPolicy,
+    better_brokers,
+    plan,
+    redirected,
+    tiers_for,
+)
 from failover_client.engine._pool import AddressMap, BrokerPool
 from failover_client.engine._schedule import ReconnectSchedule
+from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._slot import Slot
+from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Subscription
 from failover_client.policies import policy_for_options, registered_policies
 from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction, parse
 
-__all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget", "connector_for"]
+__all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 
 _numbers = itertools.count(1)
-
-_ADAPTERS = {
-    "stomp": ("failover_client.stomp", "StompConnector"),
-    "amqp": ("failover_client.amqp", "AmqpConnector"),
-}
 
 
 class FailoverTarget(Protocol):
@@ -56,40 +59,6 @@ class FailoverTarget(Protocol):
 
     @property
     def options(self) -> FailoverOptions: ...
-
-
-def connector_for(
-    members: Sequence[BrokerAddress],
-    options: FailoverOptions,
-    *,
-    login: str | None = None,
-    passcode: str | None = None,
-    clock: Clock | None = None,
-    client_id: str | None = None,
-) -> Connector:
-    """The protocol adapter for ``members`` (imported lazily: its library is an extra).
-
-    All members must speak one protocol: ``stomp`` (stomp.py) or ``amqp`` (python-qpid-proton).
-    """
-    protocols = sorted({m.protocol for m in members})
-    if len(protocols) != 1 or protocols[0] not in _ADAPTERS:
-        raise ConfigurationError(
-            f"members speak {', '.join(protocols)}; a failover connection needs all members on "
-            "one of: stomp (stomp://, stomp+ssl://), amqp (amqp://, amqps://)"
-        )
-    module_name, class_name = _ADAPTERS[protocols[0]]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        extra = protocols[0]
-        raise ConfigurationError(
-            f"the {extra} adapter is not installed: pip install 'failover-client[{extra}]'"
-        ) from exc
-    factory = getattr(module, class_name)
-    return cast(
-        "Connector",
-        factory(options, login=login, passcode=passcode, clock=clock, client_id=client_id),
-    )
 
 
 class FailoverConnection:
@@ -151,13 +120,17 @@ class FailoverConnection:
         for listener in listeners:
             self._listeners.add(listener)
         self._dispatcher = Dispatcher(f"failover-client-dispatch-{number}")
-        self._core = Core(
+        self._state = ConnectionState(
             options=options,
             clock=self._clock,
             emit=self._emit,
             dispatcher=self._dispatcher,
             message_ids=MessageIds(self._client_id),
         )
+        self._sender = self._state.sender
+        self._redirect_lock = threading.Lock()
+        self._redirect: BrokerAddress | None = None
+        """Where a broker redirected the client: the next reconnect run tries it first, once."""
         self._tiers = tiers_for(members, options, tiers)
         self.pool = BrokerPool(
             members,
@@ -185,17 +158,17 @@ class FailoverConnection:
         self._dialer = Dialer(
             connector=self._connector,
             pool=self.pool,
-            planner=self._plan,
+            planner=self._dial_plan,
             schedule=self._schedule,
             clock=self._clock,
             connect_timeout=options.connect_timeout,
-            stop=self._core.stop,
+            stop=self._state.stop,
             emit=self._emit,
             new_slot=self._new_slot,
-            manager=self,
+            events=self,
         )
-        self._supervisor = Supervisor(
-            core=self._core,
+        self._loop = ReconnectLoop(
+            state=self._state,
             dialer=self._dialer,
             planner=self._plan,
             better=self._better,
@@ -216,17 +189,17 @@ class FailoverConnection:
         brokers refuse the credentials or the certificate, :class:`ConnectionClosed` when
         closed meanwhile. Calling it again after success returns at once.
         """
-        core = self._core
-        with core.cond:
-            starting = core.state == "new"
+        connection = self._state
+        with connection.cond:
+            starting = connection.state == "new"
             if starting:
-                core.state = "connecting"
+                connection.state = "connecting"
         if starting:
             self._dispatcher.start()
-            self._supervisor.start()
-        self._clock.wait(self._supervisor.first_outcome, None)
-        with core.cond:
-            state, error = core.state, core.error
+            self._loop.start()
+        self._clock.wait(self._loop.first_outcome, None)
+        with connection.cond:
+            state, error = connection.state, connection.error
         if state == "failed" and error is not None:
             raise error
         if state not in ("connected", "reconnecting", "switching"):
@@ -238,15 +211,14 @@ class FailoverConnection:
         """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
 
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
-        progress (also a handshake with a hung broker) is cancelled rather than awaited, unless
-        the connector's ``connect`` takes no ``cancel`` token.
+        progress (also a handshake with a hung broker) is cancelled rather than awaited.
         """
-        self._core.close()
-        # After core.close(): its stop event keeps the loop from starting another connect;
-        # cancelling cuts the one under way.
+        self._state.close()
+        # After the state closed: its stop event keeps the loop from starting another
+        # connect; cancelling cuts the one under way.
         self._dialer.cancel()
         self._dispatcher.stop()
-        self._supervisor.join()
+        self._loop.join()
         self._dispatcher.join()
 
     def __enter__(self) -> FailoverConnection:
@@ -278,8 +250,10 @@ class FailoverConnection:
         ``timeout`` (default ``options.timeout``; None waits forever) bounds the whole call:
         waiting to be connected, for room in the window, and for the confirmation. Raises
         :class:`SendTimeout` (the message may still arrive later, and is no longer re-sent),
-        :class:`SendRejected`, or :class:`ConnectionClosed`. After a fail-over an unconfirmed
-        message is re-sent automatically (possibly arriving twice, with the same id).
+        :class:`SendRejected`, :class:`NotConnected` (before :meth:`connect`),
+        :class:`AllBrokersFailed` (the reconnect loop gave up) or :class:`ConnectionClosed`
+        (the application closed the connection). After a fail-over an unconfirmed message is
+        re-sent automatically (possibly arriving twice, with the same id).
 
         ``confirm=False`` writes without waiting for a confirmation (fire-and-forget): such a
         message is lost with the session unless ``track_messages=True``, which re-sends it
@@ -288,20 +262,20 @@ class FailoverConnection:
         header unless ``message_id`` is given.
         """
         data = _bytes(body)
-        deadline = self._core.deadline(timeout)
+        deadline = self._sender.deadline(timeout)
         if not confirm:
             kind: Literal["tracked", "untracked"] = (
                 "tracked" if self._options.track_messages else "untracked"
             )
-            self._core.submit(
+            self._sender.submit(
                 destination, data, headers, message_id=message_id, kind=kind, deadline=deadline
             )
             return
-        message = self._core.submit(
+        message = self._sender.submit(
             destination, data, headers, message_id=message_id, kind="confirmed", deadline=deadline
         )
         assert message is not None
-        self._core.wait_confirmed(message, deadline)
+        self._sender.wait_confirmed(message, deadline)
 
     def send_async(
         self,
@@ -316,17 +290,17 @@ class FailoverConnection:
 
         Blocks (backpressure) while disconnected or while ``confirm_window`` messages /
         ``max_cache_size`` bytes await confirmation, up to ``timeout`` (then SendTimeout).
-        The future fails with SendRejected, ConnectionClosed (closed first) or the error the
-        reconnect loop gave up with; futures cannot be cancelled. Its callbacks run on an
-        adapter thread: keep them short.
+        Raises what :meth:`send` raises before the write. The future fails with SendRejected,
+        ConnectionClosed (closed first) or AllBrokersFailed (the reconnect loop gave up);
+        futures cannot be cancelled. Its callbacks run on an adapter thread: keep them short.
         """
-        message = self._core.submit(
+        message = self._sender.submit(
             destination,
             _bytes(body),
             headers,
             message_id=message_id,
             kind="confirmed",
-            deadline=self._core.deadline(timeout),
+            deadline=self._sender.deadline(timeout),
         )
         assert message is not None
         assert message.future is not None
@@ -334,7 +308,7 @@ class FailoverConnection:
 
     def flush(self, timeout: float | Unset | None = UNSET) -> None:
         """Wait until every outstanding confirmation arrived (SendTimeout after ``timeout``)."""
-        self._core.flush(self._core.deadline(timeout))
+        self._sender.flush(self._sender.deadline(timeout))
 
     # --- subscriptions -----------------------------------------------------------------------
 
@@ -356,7 +330,7 @@ class FailoverConnection:
         ``client-individual`` acks, call ``message.ack()``; an ack for a message whose session
         has died is dropped (``AckDropped``) and the broker redelivers the message.
         """
-        return self._core.subscribe(
+        return self._state.subscribe(
             destination,
             handler,
             ack=ack,
@@ -389,11 +363,12 @@ class FailoverConnection:
         """Merge a broker list pushed by a topology source (see :meth:`BrokerPool.merge`).
 
         ``action`` defaults to ``options.server_list_action``. Emits ``TopologyChanged``.
+        Safe from any thread.
         """
         chosen = action or self._options.server_list_action
         delta = self.pool.merge(update, chosen, source=source, now=self._clock.monotonic())
         if delta.changed:
-            self._core.wake.set()
+            self._state.wake.set()
             self._emit(
                 TopologyChanged(
                     tuple(str(a) for a in delta.added),
@@ -407,12 +382,12 @@ class FailoverConnection:
     @property
     def state(self) -> str:
         """new, connecting, connected, reconnecting, switching, failed or closed."""
-        return self._core.snapshot()[0]
+        return self._state.snapshot()[0]
 
     @property
     def broker(self) -> str | None:
         """The redacted address of the current broker (None before the first connection)."""
-        current = self._core.snapshot()[1]
+        current = self._state.snapshot()[1]
         return None if current is None else current.broker
 
     @property
@@ -425,14 +400,14 @@ class FailoverConnection:
 
     def stats(self) -> dict[str, int]:
         """Counters: sent, confirmed, rejected, replayed, evicted, failovers, ... in_flight."""
-        _, _, stats, in_flight, standbys, subscriptions = self._core.snapshot()
+        _, _, stats, in_flight, standbys, subscriptions = self._state.snapshot()
         counters = dict(vars(stats))
         counters.update(in_flight=in_flight, standbys=standbys, subscriptions=subscriptions)
         counters["listener_errors"] = self._listeners.failures
         return counters
 
     def __repr__(self) -> str:
-        state, current, stats, in_flight, standbys, subscriptions = self._core.snapshot()
+        state, current, stats, in_flight, standbys, subscriptions = self._state.snapshot()
         broker = current.broker if current is not None else None
         return (
             f"<FailoverConnection {state} broker={broker} sent={stats.sent}"
@@ -446,6 +421,12 @@ class FailoverConnection:
         now = self._clock.monotonic()
         return plan(self.pool.by_tier(now), self._policy) + self.pool.quarantined(now)
 
+    def _dial_plan(self) -> list[BrokerAddress]:
+        """The plan of a reconnect run: a pending redirect goes first, and is used up."""
+        with self._redirect_lock:
+            target, self._redirect = self._redirect, None
+        return redirected(self._plan(), target)
+
     def _better(self, current: BrokerAddress) -> list[BrokerAddress]:
         if not self._options.priority_backup:
             return []  # tiers then only order the plan; nobody probes
@@ -458,10 +439,24 @@ class FailoverConnection:
     # SlotEvents: what sessions report (adapter threads).
 
     def _slot_message(self, slot: Slot, message: Received) -> None:
-        self._dispatcher.submit(lambda: self._core.deliver(slot, message))
+        self._dispatcher.submit(lambda: self._state.deliver(slot, message))
 
     def _slot_lost(self, slot: Slot, cause: BaseException) -> None:
-        self._core.slot_lost(slot, cause)
+        self._state.slot_lost(slot, cause)
+
+    def _slot_brokers(self, slot: Slot, advertised: AdvertisedBrokers) -> None:
+        """A broker named others on the data connection (AMQP open frame or redirect)."""
+        if not self._state.is_live(slot):
+            return  # a retired or dead session no longer speaks for this connection
+        self.update_brokers(advertised.brokers, source=advertised.source)
+        if not (advertised.redirect and advertised.brokers):
+            return
+        # Only where the merge let it in: an ignored list, or an entry the address map
+        # dropped, is not followed, so a redirect cannot bypass the pool's rules.
+        target = self.pool.entry_for(advertised.brokers[0])
+        if target is not None:
+            with self._redirect_lock:
+                self._redirect = target
 
 
 def _resolve(

@@ -20,7 +20,6 @@ a hung broker to time out. A cancelled connect is not the broker's fault: it rai
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -76,7 +75,7 @@ class DialOutcome:
 
 
 class Dialer:
-    """Runs reconnect runs for one connection (only ever on the manager thread)."""
+    """Runs reconnect runs for one connection (only ever on the reconnect loop's thread)."""
 
     def __init__(
         self,
@@ -90,10 +89,9 @@ class Dialer:
         stop: threading.Event,
         emit: Callable[[Event], None],
         new_slot: Callable[[BrokerAddress], Slot],
-        manager: SlotEvents,
+        events: SlotEvents,
     ) -> None:
         self._connector = connector
-        self._cancellable = _takes_cancel(connector.connect)  # once: not on every dial
         self._pool = pool
         self._planner = planner
         self._schedule = schedule
@@ -102,7 +100,7 @@ class Dialer:
         self._stop = stop
         self._emit = emit
         self._new_slot = new_slot
-        self._manager = manager
+        self._events = events
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
         self._cancel_lock = threading.Lock()
@@ -166,12 +164,10 @@ class Dialer:
         return token
 
     def _connect(self, address: BrokerAddress, slot: Slot, token: Cancel) -> Session:
-        listener = SlotListener(self._manager, slot)
-        connect = self._connector.connect
-        if self._cancellable:
-            return connect(address, timeout=self._connect_timeout, listener=listener, cancel=token)
-        # An adapter written before cancellation existed: close() waits for its connect.
-        return connect(address, timeout=self._connect_timeout, listener=listener)
+        listener = SlotListener(self._events, slot)
+        return self._connector.connect(
+            address, timeout=self._connect_timeout, listener=listener, cancel=token
+        )
 
     def lost(self, slot: Slot) -> None:
         """A session in use died: count it as a failure, so the next plan tries it last.
@@ -237,16 +233,3 @@ class Dialer:
 
 def _pairs(causes: dict[str, BaseException]) -> tuple[tuple[str, BaseException], ...]:
     return tuple(causes.items())
-
-
-def _takes_cancel(connect: Callable[..., object]) -> bool:
-    """Whether ``connect`` accepts the ``cancel`` keyword (by name or through ``**kwargs``)."""
-    try:
-        parameters = inspect.signature(connect).parameters.values()
-    except (TypeError, ValueError):  # a callable without an inspectable signature
-        return False
-    return any(
-        p.kind is inspect.Parameter.VAR_KEYWORD
-        or (p.name == "cancel" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
-        for p in parameters
-    )

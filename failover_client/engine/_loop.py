@@ -22,7 +22,6 @@ from collections.abc import Callable
 from failover_client._clock import Clock
 from failover_client._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
 from failover_client._events import Connected, Event, FailedOver, GaveUp, PriorityRestored
-from failover_client.engine._core import Core
 from failover_client.engine._dial import (
     Dialer,
     DialOutcome,
@@ -32,9 +31,10 @@ from failover_client.engine._dial import (
 )
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
+from failover_client.engine._state import ConnectionState
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-__all__ = ["Supervisor"]
+__all__ = ["ReconnectLoop"]
 
 _log = logging.getLogger("failover_client")
 
@@ -71,13 +71,13 @@ class _Backoff:
         return self.due
 
 
-class Supervisor:
-    """Runs the reconnect loop on its own thread for one connection."""
+class ReconnectLoop:
+    """The reconnect loop of one connection, on its own thread."""
 
     def __init__(
         self,
         *,
-        core: Core,
+        state: ConnectionState,
         dialer: Dialer,
         planner: Callable[[], list[BrokerAddress]],
         better: Callable[[BrokerAddress], list[BrokerAddress]],
@@ -87,7 +87,7 @@ class Supervisor:
         emit: Callable[[Event], None],
         name: str,
     ) -> None:
-        self._core = core
+        self._state = state
         self._dialer = dialer
         self._planner = planner
         self._better = better
@@ -121,7 +121,7 @@ class Supervisor:
         try:
             while True:
                 outcome = self._standby() or self._dialer.dial(startup=startup)
-                if not self._core.install(outcome.slot):
+                if not self._state.install(outcome.slot):
                     continue
                 self._announce(outcome, previous, lost_at)
                 startup = False
@@ -132,27 +132,30 @@ class Supervisor:
         except Interrupted:
             pass
         except ConnectionFailure as exc:
-            self._core.give_up(exc)
-            self._emit(GaveUp(exc, self._dialer.last_causes))
+            self._give_up(exc)
         except Exception as exc:  # noqa: BLE001 - logged, and every waiter is failed with it
             # A bug (ours or an adapter's): fail loudly rather than leave senders waiting.
             _log.exception("the reconnect loop failed")
-            self._core.give_up(exc)
-            self._emit(GaveUp(exc, self._dialer.last_causes))
+            self._give_up(exc)
         finally:
-            self._core.drop_standbys()
+            self._state.drop_standbys()
             self.first_outcome.set()
 
+    def _give_up(self, error: BaseException) -> None:
+        causes = self._dialer.last_causes
+        self._state.give_up(error, dict(causes))
+        self._emit(GaveUp(error, causes))
+
     def _standby(self) -> DialOutcome | None:
-        slot = self._core.take_standby()
+        slot = self._state.take_standby()
         return None if slot is None else DialOutcome(slot, 0, 0.0)
 
     def _announce(self, outcome: DialOutcome, previous: Slot | None, lost_at: float) -> None:
         slot = outcome.slot
         self._emit(Connected(slot.broker, outcome.attempt, outcome.elapsed))
         if previous is not None:
-            with self._core.cond:
-                self._core.stats.failovers += 1
+            with self._state.cond:
+                self._state.stats.failovers += 1
             self._emit(FailedOver(previous.broker, slot.broker, self._clock.monotonic() - lost_at))
         _log.info("connected to %s", slot.broker)
 
@@ -162,8 +165,8 @@ class Supervisor:
         self._probe.reset()
         self._refill.reset()
         while True:
-            self._core.wake.clear()
-            if self._core.stop.is_set():
+            self._state.wake.clear()
+            if self._state.stop.is_set():
                 raise Interrupted
             if not current.alive:
                 return current
@@ -176,7 +179,7 @@ class Supervisor:
                 continue
             now = self._clock.monotonic()
             timeout = None if not due else max(0.0, min(due) - now)
-            self._clock.wait(self._core.wake, timeout)
+            self._clock.wait(self._state.wake, timeout)
 
     # --- priority backup ---------------------------------------------------------------------
 
@@ -193,7 +196,7 @@ class Supervisor:
             due.append(self._probe.due)
             return None
         for address in targets:
-            if self._core.stop.is_set():
+            if self._state.stop.is_set():
                 raise Interrupted
             try:
                 found = self._dialer.open(address)
@@ -209,11 +212,11 @@ class Supervisor:
 
     def _switch(self, old: Slot, new: Slot) -> Slot:
         """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
-        core = self._core
-        core.begin_switch()
-        core.drain(old, self._clock.monotonic() + self._options.connect_timeout)
-        core.retire(old)
-        if core.install(new):
+        state = self._state
+        state.begin_switch()
+        state.drain(old, self._clock.monotonic() + self._options.connect_timeout)
+        state.retire(old)
+        if state.install(new):
             self._emit(Connected(new.broker, 1, 0.0))
             self._emit(PriorityRestored(old.broker, new.broker))
             _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
@@ -223,27 +226,27 @@ class Supervisor:
 
     def _maintain_standbys(self, current: Slot) -> list[float]:
         """Top the standbys up; returns when to try again (empty: nothing to do)."""
-        wanted = self._options.backup_pool_size - self._core.standby_count()
+        wanted = self._options.backup_pool_size - self._state.standby_count()
         if wanted <= 0:
             self._refill.reset()
             return []
         now = self._clock.monotonic()
         if self._refill.due is not None and now < self._refill.due:
             return [self._refill.due]
-        exclude = {current.address.key} | self._core.standby_keys()
+        exclude = {current.address.key} | self._state.standby_keys()
         candidates = refill_candidates(self._planner(), exclude)
         if not candidates:
             return []  # nobody else to stand by; a topology change wakes the loop
         for address in candidates:
             if wanted <= 0:
                 break
-            if self._core.stop.is_set():
+            if self._state.stop.is_set():
                 raise Interrupted
             try:
                 slot = self._dialer.open(address)
             except ConnectionFailure:
                 continue
-            if self._core.add_standby(slot):
+            if self._state.add_standby(slot):
                 wanted -= 1
         if wanted <= 0:
             self._refill.reset()

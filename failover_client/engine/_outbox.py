@@ -1,7 +1,7 @@
 """Bookkeeping of sent-but-unconfirmed messages: the confirmation window and the replay list.
 
 The :class:`Outbox` holds every message whose confirmation is still outstanding, in send order,
-with the session it was last written to. After a fail-over the manager asks it for the messages
+with the session it was last written to. After a fail-over the connection asks it for the messages
 not yet written to the new session (:meth:`Outbox.take_for`) and writes them again, in the
 original order and with the same ``failover-message-id``, before any new send: nothing confirmed
 is lost and every duplicate is recognisable by its id.
@@ -17,7 +17,8 @@ Two kinds of entries:
   their bytes exceed ``max_cache_size`` the oldest are evicted and will not be replayed
   (best-effort, like ActiveMQ Classic's message cache).
 
-No locking here: the connection manager calls it under its own lock.
+No locking here: the :class:`~failover_client.engine._sender.Sender` calls it under the
+connection state's lock.
 """
 
 from __future__ import annotations

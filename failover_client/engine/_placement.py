@@ -7,6 +7,7 @@
   each tier, each broker once.
 * :func:`better_brokers` names the brokers of a strictly better tier than the current one: what
   priority backup probes in the background.
+* :func:`redirected` puts the broker a redirect named at the head of a plan.
 
 Keeping "where should I be" a pure function of (pool state, policy, current broker) is what lets
 client-side rebalancing (rendezvous hashing) plug in later as one more decision here.
@@ -20,11 +21,11 @@ from typing import Protocol
 from failover_client.policies import distinct_plan
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-__all__ = ["PlanPolicy", "better_brokers", "plan", "tiers_for"]
+__all__ = ["PlanPolicy", "better_brokers", "plan", "redirected", "tiers_for"]
 
 
 class PlanPolicy(Protocol):
-    """The part of :class:`failover_client.policies.BrokerPolicy` the manager uses."""
+    """The part of :class:`failover_client.policies.BrokerPolicy` the engine uses."""
 
     def plan(self, candidates: Sequence[str], /) -> list[str]: ...
 
@@ -74,3 +75,16 @@ def better_brokers(
     """Brokers of a strictly better tier than ``current``'s, best tier first."""
     mine = tier_of.get(current.key, 0)
     return [a for tier in tiers for a in tier if tier_of.get(a.key, 0) < mine]
+
+
+def redirected(plan: Sequence[BrokerAddress], target: BrokerAddress | None) -> list[BrokerAddress]:
+    """``plan`` with ``target`` (a redirect's broker) moved to the head; else ``plan`` as it is.
+
+    A broker the plan does not hold is not added: the plan is what the pool and the policy
+    allow (quarantined brokers included, last), and a redirect only reorders it. The rest keeps
+    the policy's order, so a redirect that fails costs one try.
+    """
+    if target is None:
+        return list(plan)
+    head = [a for a in plan if a.key == target.key][:1]
+    return head + [a for a in plan if a.key != target.key]

@@ -10,7 +10,7 @@ failed (forced resurrection, soonest release first), because a pass over the who
 the reconnect schedule promises.
 
 Every method is a pure state change under a lock: it takes ``now`` from the caller, performs no
-I/O and returns what changed, so the connection manager decides what to do with it.
+I/O and returns what changed, so the connection decides what to do with it.
 """
 
 from __future__ import annotations
@@ -145,6 +145,13 @@ class BrokerPool:
         with self._lock:
             return key in self._states
 
+    def entry_for(self, advertised: BrokerAddress) -> BrokerAddress | None:
+        """The known broker an advertised address names (after the address map), or None."""
+        with self._lock:
+            address = self._sanitize(advertised)
+            known = None if address is None else self._states.get(address.key)
+            return None if known is None else known.address
+
     def tier_of(self, address: BrokerAddress) -> int:
         with self._lock:
             known = self._states.get(address.key)
@@ -164,7 +171,7 @@ class BrokerPool:
     def quarantined(self, now: float) -> list[BrokerAddress]:
         """Brokers quarantined at ``now``, the one released soonest first.
 
-        The manager tries them after every live broker failed (forced resurrection): a pass
+        The reconnect loop tries them after every live broker failed (forced resurrection): a pass
         still covers the whole list, as the reconnect schedule promises, but a broker that just
         refused or hung no longer costs a connect timeout before a live one is reached.
         """

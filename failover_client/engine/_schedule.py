@@ -1,16 +1,16 @@
 """Reconnect schedules: how long to wait before each attempt, and when to give up.
 
 A :class:`ReconnectSchedule` is built once from :class:`~failover_client.uri.FailoverOptions`; the
-connection manager starts a fresh :class:`ScheduleRun` for the first connection (``startup=True``)
+reconnect loop starts a fresh :class:`ScheduleRun` for the first connection (``startup=True``)
 and another after every loss (``startup=False``). A new run starts from the initial delay again:
 the reset after success that proton's own ``Backoff`` lacks. Delays come from tenacity wait
 strategies (``wait_exponential`` handles the overflow of long unlimited runs); the attempt limit is
-a tenacity ``stop_after_attempt``. Nothing here sleeps or reads the time: the manager waits
+a tenacity ``stop_after_attempt``. Nothing here sleeps or reads the time: the reconnect loop waits
 ``next_delay()`` seconds on its injected clock.
 
 What one attempt is (``attempt_unit``): ``"pass"`` is one pass over the whole broker plan (ActiveMQ
-Classic, Qpid JMS); ``"broker"`` is one try of one broker (Artemis). The manager asks for a delay
-before every pass, or before every broker try, accordingly.
+Classic, Qpid JMS); ``"broker"`` is one try of one broker (Artemis). The reconnect loop asks for a
+delay before every pass, or before every broker try, accordingly.
 
 Below, I = ``initial_reconnect_delay``, R = ``reconnect_delay``, m = ``backoff_multiplier``,
 M = ``max_reconnect_delay``, and d(n) the wait before attempt n (n = 1, 2, ...). Every delay is

@@ -1,6 +1,6 @@
-"""A session together with what the manager knows about it.
+"""A session together with what the connection knows about it.
 
-The manager holds several sessions over its life (the current one, standbys, a probe that becomes
+A connection holds several sessions over its life (the current one, standbys, a probe that becomes
 current, old ones that are retired). A :class:`Slot` wraps one of them with its role and liveness,
 so a late callback (a confirmation, a message, a loss) from any session is attributed to the
 right one, and ``io_lock`` serialises every call into the session (adapters are not thread-safe).
@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from failover_client.adapter import Received, Session
+from failover_client.adapter import AdvertisedBrokers, Received, Session
 from failover_client.uri import BrokerAddress
 
 __all__ = ["Role", "Slot", "SlotEvents", "SlotListener"]
@@ -42,22 +42,27 @@ class Slot:
 
 
 class SlotEvents(Protocol):
-    """What a slot's listener reports to the manager."""
+    """What a slot's listener reports to the connection, naming the slot it came from."""
 
     def _slot_message(self, slot: Slot, message: Received) -> None: ...
 
     def _slot_lost(self, slot: Slot, cause: BaseException) -> None: ...
 
+    def _slot_brokers(self, slot: Slot, advertised: AdvertisedBrokers) -> None: ...
+
 
 class SlotListener:
     """The :class:`SessionListener` handed to ``Connector.connect`` for one slot."""
 
-    def __init__(self, manager: SlotEvents, slot: Slot) -> None:
-        self._manager = manager
+    def __init__(self, events: SlotEvents, slot: Slot) -> None:
+        self._events = events
         self._slot = slot
 
     def on_message(self, session: Session, message: Received) -> None:
-        self._manager._slot_message(self._slot, message)
+        self._events._slot_message(self._slot, message)
 
     def on_lost(self, session: Session, cause: BaseException) -> None:
-        self._manager._slot_lost(self._slot, cause)
+        self._events._slot_lost(self._slot, cause)
+
+    def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
+        self._events._slot_brokers(self._slot, advertised)

@@ -1,10 +1,10 @@
 """Standby sessions (``backup=True``): which brokers to keep pre-connected.
 
-With ``backup_pool_size`` = n the manager keeps n handshaken sessions to *other* brokers than the
-current one, taken in plan order (the best tier first, balanced by the policy), so a fail-over
-promotes a standby instead of connecting. Standbys carry no traffic and no subscriptions; one that
-dies is dropped quietly (a ``StandbyLost`` event) and replaced in the background, with the
-reconnect schedule's back-off when its replacement cannot be reached.
+With ``backup_pool_size`` = n the reconnect loop keeps n handshaken sessions to *other* brokers
+than the current one, taken in plan order (the best tier first, balanced by the policy), so a
+fail-over promotes a standby instead of connecting. Standbys carry no traffic and no
+subscriptions; one that dies is dropped quietly (a ``StandbyLost`` event) and replaced in the
+background, with the reconnect schedule's back-off when its replacement cannot be reached.
 """
 
 from __future__ import annotations

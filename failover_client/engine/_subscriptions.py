@@ -1,6 +1,6 @@
 """Subscriptions that outlive sessions, and the messages they deliver.
 
-A :class:`Subscription` belongs to the failover connection, not to a session: the manager
+A :class:`Subscription` belongs to the failover connection, not to a session: the connection
 re-creates it, with the same id, on every new session after a fail-over. A :class:`Message`
 remembers the session that delivered it; its :meth:`~Message.ack` goes back to *that* session,
 or is dropped (and reported as an ``AckDropped`` event) when that session is dead, because an
@@ -21,7 +21,7 @@ __all__ = ["AckRouter", "Handler", "Message", "Subscription", "SubscriptionRegis
 
 
 class AckRouter(Protocol):
-    """The manager side of ``Message.ack`` / ``Subscription.unsubscribe``."""
+    """The connection's side of ``Message.ack`` / ``Subscription.unsubscribe``."""
 
     def settle_message(self, message: Message, *, nack: bool) -> None: ...
 

@@ -1,8 +1,11 @@
-"""The shared state of one failover connection and every operation on it.
+"""The state of one failover connection: which sessions it holds and what each one carries.
 
 Application threads (send, subscribe, ack, close), adapter I/O threads (confirmations, messages,
 losses), the dispatch thread (handlers) and the reconnect loop all meet here, under one lock
-(:class:`ClockCondition`, so waits run on the injected clock). Rules that keep it deadlock-free:
+(:class:`ClockCondition`, so waits run on the injected clock). :class:`ConnectionState` owns the
+state machine, the current and standby :class:`Slot` s, the subscriptions and their restore, and
+the end (give up, close); its :class:`~failover_client.engine._sender.Sender` owns the outbox and
+works under the same lock. Rules that keep it deadlock-free:
 
 * Calls into a session happen outside the lock, under that session's ``io_lock``; a session may
   call back (confirm, lose) synchronously from inside such a call, and callbacks take only the
@@ -10,25 +13,27 @@ losses), the dispatch thread (handlers) and the reconnect loop all meet here, un
 * Futures are resolved and events emitted after the lock is released (their callbacks are user
   code).
 
-Sends register in the :class:`Outbox` only while a session is current and connected; the
-reconnect loop :meth:`installs <Core.install>` a new session by restoring subscriptions and
+Sends register in the outbox only while a session is current and connected; the reconnect loop
+:meth:`installs <ConnectionState.install>` a new session by restoring subscriptions and
 re-sending every unconfirmed message *before* it lets new sends through, so replays keep their
 original order ahead of anything new.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
-from typing import Literal
+from typing import ClassVar, Literal
 
 from failover_client._clock import Clock
-from failover_client._errors import ConnectionClosed, ConnectionFailure, SendTimeout
+from failover_client._errors import (
+    AllBrokersFailed,
+    ConnectionClosed,
+    ConnectionFailure,
+    NotConnected,
+)
 from failover_client._events import (
     AckDropped,
     Closed,
@@ -40,7 +45,8 @@ from failover_client._events import (
 )
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._dispatch import Dispatcher
-from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
+from failover_client.engine._outbox import MessageIds
+from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
 from failover_client.engine._subscriptions import (
     Handler,
@@ -51,22 +57,12 @@ from failover_client.engine._subscriptions import (
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
 
-__all__ = ["UNSET", "Core", "State", "Stats", "Unset"]
+__all__ = ["ConnectionState", "State", "Stats"]
 
 _log = logging.getLogger("failover_client")
 
 State = Literal["new", "connecting", "connected", "reconnecting", "switching", "failed", "closed"]
-_TERMINAL = ("failed", "closed")
-_LIVE = ("connected", "reconnecting", "switching")
-
-
-class Unset(enum.Enum):
-    """Marker for "argument not given" where None already means "forever"."""
-
-    TOKEN = enum.auto()
-
-
-UNSET = Unset.TOKEN
+_TERMINAL: tuple[State, ...] = ("failed", "closed")
 
 
 @dataclass
@@ -84,8 +80,14 @@ class Stats:
     unroutable: int = 0
 
 
-class Core:
-    """State and operations shared by the public API, the adapters and the reconnect loop."""
+class ConnectionState:
+    """The state machine and sessions shared by the public API, the adapters and the loop."""
+
+    TERMINAL: ClassVar[tuple[State, ...]] = _TERMINAL
+    USABLE: ClassVar[frozenset[State]] = frozenset(
+        ("connecting", "connected", "reconnecting", "switching")
+    )
+    """States in which a call may wait for a session; the others raise (:meth:`raise_unusable`)."""
 
     def __init__(
         self,
@@ -100,209 +102,53 @@ class Core:
         self.clock = clock
         self.emit = emit
         self.dispatcher = dispatcher
-        self.message_ids = message_ids
         self.cond = ClockCondition(clock)
         self.state: State = "new"
         self.current: Slot | None = None
         self.standbys: list[Slot] = []
-        self.outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
         self.subscriptions = SubscriptionRegistry()
         self.stats = Stats()
         self.error: BaseException | None = None
-        """Why the connection gave up (state ``failed``)."""
+        """Why the reconnect loop gave up (state ``failed``); what ``connect()`` raises."""
+        self._causes: dict[str, BaseException] = {}
+        """Every broker's last error when the loop gave up."""
         self.stop = threading.Event()
         """Set by close(): interrupts every wait of the reconnect loop."""
         self.wake = threading.Event()
         """Wakes the reconnect loop when something it watches changed."""
+        self.sender = Sender(self, message_ids)
 
-    # --- helpers ---------------------------------------------------------------------------
+    # --- refusing work -----------------------------------------------------------------------
 
-    def deadline(self, timeout: float | Unset | None) -> float | None:
-        """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout)."""
-        seconds = self.options.timeout if isinstance(timeout, Unset) else timeout
-        return None if seconds is None else self.clock.monotonic() + seconds
-
-    def _check_usable(self) -> None:
-        """Raise unless sends are possible at some point (lock held)."""
+    def raise_unusable(self) -> None:
+        """Raise the error of a state outside :attr:`USABLE` (lock held)."""
         if self.state == "closed":
             raise ConnectionClosed("the connection is closed")
         if self.state == "failed":
-            raise ConnectionClosed(f"the connection gave up: {self.error}") from self.error
+            raise self.gave_up_error()
         if self.state == "new":
-            raise ConnectionClosed("the connection is not started; call connect() first")
+            raise NotConnected("the connection is not started; call connect() first")
 
-    # --- sends -----------------------------------------------------------------------------
+    def gave_up_error(self) -> AllBrokersFailed:
+        """A fresh :class:`AllBrokersFailed` for a call after the reconnect loop gave up.
 
-    def headers_for(
-        self, headers: Mapping[str, str] | None, message_id: str | None
-    ) -> tuple[str, dict[str, str]]:
-        """The message id (given, from the headers, or new) and the headers carrying it."""
-        merged = dict(headers or {})
-        chosen = message_id or merged.get(MESSAGE_ID_HEADER) or self.message_ids.next()
-        merged[MESSAGE_ID_HEADER] = chosen
-        return chosen, merged
-
-    def submit(
-        self,
-        destination: str,
-        body: bytes,
-        headers: Mapping[str, str] | None,
-        *,
-        message_id: str | None,
-        kind: Literal["confirmed", "tracked", "untracked"],
-        deadline: float | None,
-    ) -> OutboundMessage | None:
-        """Wait until connected (and, for confirmed sends, until the window has room); write.
-
-        Returns the outbox entry (None for untracked sends). Raises SendTimeout when
-        ``deadline`` passes first, ConnectionClosed when the connection closes or gave up.
+        Fresh, because one instance raised over and over (a producer loop that keeps trying)
+        would grow its traceback with every raise. It carries the same causes, and its
+        ``__cause__`` is the error the loop gave up with (the ``GaveUp`` event's).
         """
-        if kind == "untracked" and message_id is None:
-            # Never re-sent, so never duplicated by us: no id is needed to recognise a replay,
-            # and ActiveMQ turns every extra STOMP header into a message property, which more
-            # than halved its intake of small fire-and-forget messages.
-            chosen_id: str | None = None
-            merged = dict(headers or {})
+        error = self.error
+        if isinstance(error, AllBrokersFailed):
+            fresh = AllBrokersFailed(error.reason, error.causes)
         else:
-            chosen_id, merged = self.headers_for(headers, message_id)
-        size = len(body)
-        with self.cond:
-            self._check_usable()
-
-            def ready() -> bool:
-                if self.state in _TERMINAL:
-                    return True
-                if self.state != "connected":
-                    return False
-                return kind != "confirmed" or self.outbox.has_room(size)
-
-            # The common case (connected, room in the window) skips the wait machinery.
-            if not ready() and not self.cond.wait_until(ready, deadline):
-                reason = (
-                    "confirmation window full"
-                    if self.state == "connected"
-                    else f"not connected ({self.state})"
-                )
-                raise SendTimeout(
-                    f"send to {destination} timed out: {reason}", message_id=chosen_id
-                )
-            self._check_usable()
-            slot = self.current
-            assert slot is not None  # state "connected" implies a current slot
-            self.stats.sent += 1
-            if kind == "untracked":
-                message = None
-            else:
-                future: Future[None] | None = None
-                if kind == "confirmed":
-                    future = Future()
-                    # A running future cannot be cancelled: its outcome belongs to the broker.
-                    future.set_running_or_notify_cancel()
-                assert chosen_id is not None  # only untracked sends go without an id
-                message = self.outbox.new(
-                    message_id=chosen_id,
-                    destination=destination,
-                    body=body,
-                    headers=merged,
-                    kind=kind,
-                    future=future,
-                )
-                evicted = self.outbox.add(message, slot)
-                self.stats.evicted += len(evicted)
-        if message is None:
-            self._write_untracked(slot, destination, body, merged)
-        else:
-            with slot.io_lock:
-                self._write_locked(slot, message)
-        return message
-
-    def _write_untracked(
-        self, slot: Slot, destination: str, body: bytes, headers: Mapping[str, str]
-    ) -> None:
-        with slot.io_lock:
-            session = slot.session
-            assert session is not None
-            try:
-                session.send(destination, body, headers, None)
-            except ConnectionFailure as exc:
-                # Fire-and-forget without tracking: this message is lost with the session.
-                self.slot_lost(slot, exc)
-
-    def _write_locked(self, slot: Slot, message: OutboundMessage) -> None:
-        """Write ``message`` to ``slot`` (caller holds ``slot.io_lock``)."""
-        session = slot.session
-        assert session is not None
-        if not slot.alive or message.session is not slot:
-            return  # stays in (or already moved with) the outbox to the next session
-        try:
-            session.send(
-                message.destination,
-                message.body,
-                message.headers,
-                partial(self._confirmed, message, slot),
-            )
-        except ConnectionFailure as exc:
-            # Still in the outbox: it is replayed on the next session.
-            self.slot_lost(slot, exc)
-        except Exception as exc:  # noqa: BLE001 - the adapter refused this one message
-            self._finish(message, exc)
-
-    def _confirmed(self, message: OutboundMessage, slot: Slot, error: BaseException | None) -> None:
-        """A session's on_confirm callback (adapter thread)."""
-        if error is not None and isinstance(error, ConnectionFailure):
-            return  # the session died before confirming: the message will be replayed
-        if error is not None and message.session is not slot:
-            return  # a verdict from a session the message already left; the replay decides
-        self._finish(message, error)
-
-    def _finish(self, message: OutboundMessage, error: BaseException | None) -> None:
-        with self.cond:
-            if not self.outbox.settle(message):
-                return
-            if error is None:
-                self.stats.confirmed += 1
-            else:
-                self.stats.rejected += 1
-            self.cond.notify_all()
-        if message.future is not None:
-            if error is None:
-                message.future.set_result(None)
-            else:
-                message.future.set_exception(error)
-
-    def wait_confirmed(self, message: OutboundMessage, deadline: float | None) -> None:
-        """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``."""
-        future = message.future
-        assert future is not None
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
-        remaining = None if deadline is None else max(0.0, deadline - self.clock.monotonic())
-        if not self.clock.wait(done, remaining):
-            with self.cond:
-                abandoned = self.outbox.settle(message)
-                if abandoned:
-                    self.cond.notify_all()
-            if abandoned:
-                # The caller gets the error, so the message is no longer replayed; it may
-                # still reach the broker (a retry by the caller can duplicate it).
-                error = SendTimeout(
-                    f"send to {message.destination} not confirmed in time",
-                    message_id=message.message_id,
-                )
-                future.set_exception(error)
-                raise error
-        future.result()
-
-    def flush(self, deadline: float | None) -> None:
-        """Wait until every outstanding confirmation arrived."""
-        with self.cond:
-            done = self.cond.wait_until(
-                lambda: len(self.outbox) == 0 or self.state in _TERMINAL, deadline
-            )
-            if self.state in _TERMINAL:
-                self._check_usable()
-            if not done:
-                raise SendTimeout(f"{len(self.outbox)} confirmation(s) still outstanding")
+            # Stopped by a refused credential / certificate (the causes name it), or by a bug
+            # in the loop itself (no causes: the message must).
+            kind = type(error).__name__
+            reason = f"the reconnect loop gave up on {kind}"
+            if not self._causes:
+                reason = f"{reason}: {error}"
+            fresh = AllBrokersFailed(reason, self._causes)
+        fresh.__cause__ = error
+        return fresh
 
     # --- subscriptions -----------------------------------------------------------------------
 
@@ -326,7 +172,7 @@ class Core:
         subscription = Subscription(spec, handler, self)
         with self.cond:
             if self.state in _TERMINAL:
-                self._check_usable()
+                self.raise_unusable()
             self.subscriptions.add(subscription)
             slot = self.current if self.state == "connected" else None
             if slot is not None:
@@ -416,16 +262,16 @@ class Core:
                     return False
                 specs = [s for s in self.subscriptions.specs() if s.id not in slot.subscribed]
                 slot.subscribed.update(s.id for s in specs)
-                replay = self.outbox.take_for(slot)
-                self.stats.replayed += len(replay)
+                replay = self.sender.take_replay(slot)
                 if not specs and not replay:
                     self.state = "connected"
                     self.cond.notify_all()
                     return True
+            # New sends wait for "connected", so nothing overtakes the replay; another round
+            # catches up with subscriptions added while this one ran.
             with slot.io_lock:
                 self._restore_locked(slot, specs)
-                for message in replay:
-                    self._write_locked(slot, message)
+                self.sender.replay_locked(slot, replay)
 
     def _restore_locked(self, slot: Slot, specs: list[SubscriptionSpec]) -> None:
         """Subscribe ``specs`` on ``slot`` (caller holds ``slot.io_lock``)."""
@@ -443,6 +289,11 @@ class Core:
             except ConnectionFailure as exc:
                 self.slot_lost(slot, exc)
                 return
+
+    def is_live(self, slot: Slot) -> bool:
+        """Whether ``slot`` still speaks for the connection (not retired, dead or closed)."""
+        with self.cond:
+            return slot.alive and self.state not in _TERMINAL
 
     def slot_lost(self, slot: Slot, cause: BaseException) -> None:
         """A session died (adapter thread, or a failed write)."""
@@ -478,11 +329,10 @@ class Core:
 
     def drain(self, slot: Slot, deadline: float | None) -> bool:
         """Wait until nothing is awaiting confirmation from ``slot`` (or it died)."""
+        outbox = self.sender.outbox
         with self.cond:
             return self.cond.wait_until(
-                lambda: (
-                    self.outbox.written_to(slot) == 0 or not slot.alive or self.state in _TERMINAL
-                ),
+                lambda: outbox.written_to(slot) == 0 or not slot.alive or self.state in _TERMINAL,
                 deadline,
             )
 
@@ -540,19 +390,23 @@ class Core:
 
     # --- the end -----------------------------------------------------------------------------
 
-    def give_up(self, error: BaseException) -> None:
-        """The reconnect loop stopped for good: fail everything that waits."""
+    def give_up(self, error: BaseException, causes: Mapping[str, BaseException]) -> None:
+        """The reconnect loop stopped for good: fail everything that waits.
+
+        ``error`` is what the loop stopped with (``connect()`` raises it); ``causes`` is every
+        broker's last error, which later calls carry in their :class:`AllBrokersFailed`.
+        """
         with self.cond:
             if self.state in _TERMINAL:
                 return
             _log.error("giving up: %s", error)
             self.state = "failed"
             self.error = error
-            pending = self.outbox.clear()
+            self._causes = dict(causes)
+            pending = self.sender.abandon()
+            failure = self.gave_up_error()
             self.cond.notify_all()
-        for message in pending:
-            if message.future is not None:
-                message.future.set_exception(error)
+        self.sender.fail(pending, failure)
 
     def close(self) -> bool:
         """Close everything; returns False if it was already closed."""
@@ -560,7 +414,7 @@ class Core:
             if self.state == "closed":
                 return False
             self.state = "closed"
-            pending = self.outbox.clear()
+            pending = self.sender.abandon()
             slots = [s for s in (self.current, *self.standbys) if s is not None]
             for slot in slots:
                 slot.alive = False
@@ -568,10 +422,10 @@ class Core:
         self.stop.set()
         self.wake.set()
         for message in pending:
-            if message.future is not None:
-                message.future.set_exception(
-                    ConnectionClosed(f"connection closed before {message.message_id} was confirmed")
-                )
+            self.sender.fail(
+                [message],
+                ConnectionClosed(f"connection closed before {message.message_id} was confirmed"),
+            )
         for slot in slots:
             self._close_session(slot)
         self.emit(Closed())
@@ -585,7 +439,7 @@ class Core:
                 self.state,
                 self.current,
                 stats,
-                len(self.outbox),
+                len(self.sender.outbox),
                 sum(s.alive for s in self.standbys),
                 len(self.subscriptions),
             )

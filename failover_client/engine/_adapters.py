@@ -1,0 +1,78 @@
+"""Which protocol adapter serves a list of brokers, imported only when it is needed.
+
+Each adapter's library is an extra (``pip install 'failover-client[stomp]'`` brings stomp.py,
+``[amqp]`` python-qpid-proton), so importing the engine never imports them. An import that fails
+is told apart by what is missing: the third-party library (install the extra), the adapter itself
+(this version does not ship it), or anything else (a bug, raised as it is).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from failover_client._clock import Clock
+from failover_client._errors import ConfigurationError
+from failover_client.adapter import Connector
+from failover_client.uri import BrokerAddress, FailoverOptions
+
+__all__ = ["connector_for"]
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    module: str
+    factory: str
+    library: str
+    """The third-party top-level module the adapter is built on."""
+
+
+_ADAPTERS = {
+    "stomp": _Adapter("failover_client.stomp", "StompConnector", library="stomp"),
+    "amqp": _Adapter("failover_client.amqp", "AmqpConnector", library="proton"),
+}
+
+
+def connector_for(
+    members: Sequence[BrokerAddress],
+    options: FailoverOptions,
+    *,
+    login: str | None = None,
+    passcode: str | None = None,
+    clock: Clock | None = None,
+    client_id: str | None = None,
+) -> Connector:
+    """The protocol adapter for ``members`` (imported lazily: its library is an extra).
+
+    All members must speak one protocol: ``stomp`` (stomp.py) or ``amqp`` (python-qpid-proton).
+    Raises :class:`ConfigurationError` for mixed or unknown protocols, a missing library (naming
+    the extra to install) or an adapter this version does not ship.
+    """
+    protocols = sorted({m.protocol for m in members})
+    if len(protocols) != 1 or protocols[0] not in _ADAPTERS:
+        raise ConfigurationError(
+            f"members speak {', '.join(protocols)}; a failover connection needs all members on "
+            "one of: stomp (stomp://, stomp+ssl://), amqp (amqp://, amqps://)"
+        )
+    protocol = protocols[0]
+    adapter = _ADAPTERS[protocol]
+    try:
+        module = importlib.import_module(adapter.module)
+    except ImportError as exc:
+        if exc.name == adapter.library:
+            raise ConfigurationError(
+                f"the {protocol} adapter needs the {adapter.library!r} library, which is not "
+                f"installed: pip install 'failover-client[{protocol}]'"
+            ) from exc
+        if exc.name == adapter.module:
+            raise ConfigurationError(
+                f"this version of failover-client has no {protocol} adapter yet"
+            ) from exc
+        raise  # anything else missing is a bug in the adapter, not the user's set-up
+    factory = getattr(module, adapter.factory)
+    return cast(
+        "Connector",
+        factory(options, login=login, passcode=passcode, clock=clock, client_id=client_id),
+    )
