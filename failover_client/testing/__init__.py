@@ -2,21 +2,21 @@
 
 * :class:`FakeClock`: virtual time; :class:`FakeConnector` / :class:`FakeSession`: a scripted
   broker group that keeps the adapter contract; :class:`EventRecorder`: records events.
-* :mod:`failover_client.testing.contract`: the contract suite every adapter passes.
+* :mod:`failover_client.testing.contract`: the contract suite every adapter passes (imports
+  pytest; import it from test code only).
 * :mod:`failover_client.testing.brokers`: real brokers (ActiveMQ Classic, RabbitMQ, Artemis)
   started, killed, hung and restarted for your own tests, and an opt-in pytest plugin.
+
+The helpers that wait for a background thread (``wait_for_*``) use *real* timeouts only as a
+safety net against a hung test; they return as soon as the condition holds.
 """
 
 from __future__ import annotations
 
-from failover_client.testing._fakes import (
-    Behaviour,
-    EventRecorder,
-    FakeClock,
-    FakeConnector,
-    FakeSession,
-    SentMessage,
-)
+from failover_client.testing._clock import FakeClock
+from failover_client.testing._connector import Behaviour, FakeConnector
+from failover_client.testing._recorder import EventRecorder
+from failover_client.testing._session import FakeSession, SentMessage
 
 __all__ = [
     "Behaviour",

@@ -1,0 +1,284 @@
+"""The session of the scripted fake broker group: :class:`FakeSession`.
+
+It keeps the adapter contract of :mod:`failover_client.adapter` as strictly as the real
+adapters do, because a fake that is gentler than them makes a unit suite pass where production
+fails: when the session dies (:meth:`FakeSession.kill`) every confirmation still outstanding is
+completed with :class:`~failover_client.BrokerUnavailable` *before* ``on_lost`` is heard, once;
+:meth:`FakeSession.close` fails them too but reports no loss; afterwards every operation raises
+:class:`~failover_client.BrokerUnavailable`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from failover_client._errors import BrokerUnavailable, SendRejected
+from failover_client.adapter import (
+    AdvertisedBrokers,
+    ConfirmCallback,
+    Received,
+    SessionListener,
+    SubscriptionSpec,
+)
+from failover_client.uri import BrokerAddress
+
+__all__ = ["FakeSession", "SentMessage"]
+
+_log = logging.getLogger("failover_client.testing")
+
+SendState = Literal["unconfirmed", "confirmed", "rejected", "failed", "untracked"]
+
+
+@dataclass
+class SentMessage:
+    """One message a :class:`FakeSession` received from the client.
+
+    ``state`` is ``failed`` when the session died or closed before confirming it.
+    """
+
+    destination: str
+    body: bytes
+    headers: dict[str, str]
+    on_confirm: ConfirmCallback | None
+    state: SendState = "unconfirmed"
+
+    @property
+    def message_id(self) -> str | None:
+        return self.headers.get("failover-message-id")
+
+
+class FakeSession:
+    """A handshaken fake session. Test-side methods run the listener on the calling thread.
+
+    ``notify`` is called after every change a test may wait for (the connector's
+    ``wait_until`` re-checks its predicate then).
+    """
+
+    def __init__(
+        self,
+        address: BrokerAddress,
+        listener: SessionListener,
+        *,
+        auto_confirm: bool,
+        notify: Callable[[], None] | None = None,
+    ) -> None:
+        self._address = address
+        self.listener = listener
+        self.auto_confirm = auto_confirm
+        self._notify = notify or _nothing
+        self._lock = threading.Lock()
+        self.sent: list[SentMessage] = []
+        self.subscriptions: dict[str, SubscriptionSpec] = {}
+        self.unsubscribed: list[str] = []
+        self.acks: list[Received] = []
+        self.nacks: list[Received] = []
+        self.alive = True
+        """False once killed or closed."""
+        self.closed = False
+        """True once :meth:`close` was called (also after a kill)."""
+        self._tags = itertools.count(1)
+
+    @property
+    def address(self) -> BrokerAddress:
+        return self._address
+
+    # --- the Session protocol (called by the manager) ---------------------------------------
+
+    def send(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        on_confirm: ConfirmCallback | None,
+    ) -> None:
+        with self._lock:
+            self._check_alive()
+            message = SentMessage(
+                destination,
+                body,
+                dict(headers),
+                on_confirm,
+                "unconfirmed" if on_confirm is not None else "untracked",
+            )
+            self.sent.append(message)
+            confirm_now = self.auto_confirm and on_confirm is not None
+            if confirm_now:
+                message.state = "confirmed"
+        self._notify()
+        if confirm_now and on_confirm is not None:
+            on_confirm(None)
+
+    def subscribe(self, spec: SubscriptionSpec) -> None:
+        with self._lock:
+            self._check_alive()
+            self.subscriptions[spec.id] = spec
+        self._notify()
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        with self._lock:
+            self._check_alive()
+            self.subscriptions.pop(subscription_id, None)
+            self.unsubscribed.append(subscription_id)
+        self._notify()
+
+    def ack(self, message: Received) -> None:
+        with self._lock:
+            self._check_alive()
+            self.acks.append(message)
+        self._notify()
+
+    def nack(self, message: Received) -> None:
+        with self._lock:
+            self._check_alive()
+            self.nacks.append(message)
+        self._notify()
+
+    def close(self) -> None:
+        """Close; outstanding confirmations fail with BrokerUnavailable. Never raises."""
+        with self._lock:
+            if self.closed:
+                return
+            self.alive = False
+            self.closed = True
+            pending = self._take_unconfirmed_locked()
+        error = BrokerUnavailable(
+            "session closed before the broker confirmed", broker=str(self._address)
+        )
+        for message in pending:
+            try:
+                _complete(message, error)
+            except Exception:  # noqa: BLE001 - close never raises; the rest still complete
+                _log.exception("%s: a confirmation callback failed on close", self._address)
+        self._notify()
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise BrokerUnavailable("session is closed", broker=str(self._address))
+
+    def _take_unconfirmed_locked(self) -> list[SentMessage]:
+        pending = [m for m in self.sent if m.state == "unconfirmed"]
+        for message in pending:
+            message.state = "failed"
+        return pending
+
+    # --- the test's side ----------------------------------------------------------------------
+
+    def unconfirmed(self) -> list[SentMessage]:
+        with self._lock:
+            return [m for m in self.sent if m.state == "unconfirmed"]
+
+    def message_ids(self) -> list[str | None]:
+        """The ``failover-message-id`` of every message received, in order."""
+        with self._lock:
+            return [m.message_id for m in self.sent]
+
+    def confirm(self, count: int | None = None) -> int:
+        """Confirm the ``count`` oldest unconfirmed sends (all when None); returns how many."""
+        return self._settle(count, None)
+
+    def reject(self, count: int = 1, reason: str = "rejected by broker") -> int:
+        """Answer the ``count`` oldest unconfirmed sends with :class:`SendRejected`."""
+        return self._settle(count, reason)
+
+    def _settle(self, count: int | None, reason: str | None) -> int:
+        with self._lock:
+            pending = [m for m in self.sent if m.state == "unconfirmed"]
+            chosen = pending if count is None else pending[:count]
+            for message in chosen:
+                message.state = "confirmed" if reason is None else "rejected"
+        for message in chosen:
+            error = None if reason is None else SendRejected(reason, message_id=message.message_id)
+            _complete(message, error)
+        return len(chosen)
+
+    def deliver(
+        self,
+        subscription_id: str,
+        body: bytes,
+        *,
+        headers: Mapping[str, str] | None = None,
+        message_id: str | None = None,
+        redelivered: bool = False,
+        destination: str | None = None,
+    ) -> Received:
+        """Deliver a message to a subscription of this session (on the calling thread)."""
+        with self._lock:
+            spec = self.subscriptions.get(subscription_id)
+            if spec is None:
+                raise KeyError(f"no subscription {subscription_id!r} on {self._address}")
+            received = Received(
+                subscription_id=subscription_id,
+                destination=destination or spec.destination,
+                body=body,
+                headers=dict(headers or {}),
+                message_id=message_id,
+                ack_id=f"{self._address.key}/{next(self._tags)}",
+                redelivered=redelivered,
+            )
+        self.listener.on_message(self, received)
+        return received
+
+    def advertise(
+        self,
+        brokers: Iterable[BrokerAddress],
+        *,
+        source: str = "fake",
+        redirect: bool = False,
+    ) -> AdvertisedBrokers:
+        """Name other brokers on this connection, as an AMQP open frame or redirect does.
+
+        The listener hears ``on_brokers`` on the calling thread. Raises BrokerUnavailable on a
+        dead session: a broker speaks only on a live connection.
+        """
+        advertised = AdvertisedBrokers(tuple(brokers), source=source, redirect=redirect)
+        with self._lock:
+            self._check_alive()
+        self.listener.on_brokers(self, advertised)
+        return advertised
+
+    def kill(self, cause: BaseException | None = None) -> None:
+        """Simulate losing the broker, as a real adapter reports it.
+
+        Every outstanding confirmation is completed with BrokerUnavailable first, then the
+        listener hears ``on_lost`` (once; a second kill, or one after close, does nothing).
+        A callback that raises does not keep the others or ``on_lost`` from running; the
+        first such error is raised afterwards, so a test sees it.
+        """
+        with self._lock:
+            if not self.alive:
+                return
+            self.alive = False
+            pending = self._take_unconfirmed_locked()
+        broker = str(self._address)
+        lost = cause or BrokerUnavailable("connection lost", broker=broker)
+        error = BrokerUnavailable(
+            f"session lost before the broker confirmed: {lost}", broker=broker
+        )
+        failures: list[Exception] = []
+        for message in pending:
+            try:
+                _complete(message, error)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after on_lost
+                failures.append(exc)
+        self._notify()
+        self.listener.on_lost(self, lost)
+        if failures:
+            raise failures[0]
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("alive" if self.alive else "dead")
+        return f"<FakeSession {self._address} {state} sent={len(self.sent)}>"
+
+
+def _complete(message: SentMessage, error: BaseException | None) -> None:
+    if message.on_confirm is not None:
+        message.on_confirm(error)
+
+
+def _nothing() -> None:
+    """The default ``notify``: nobody waits."""

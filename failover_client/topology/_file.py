@@ -1,0 +1,127 @@
+"""The ``file`` topology source: a list of broker URIs in a file, re-read on an interval.
+
+One URI per line (``stomp://a:61613``, or a ``failover:(...)`` list); blank lines and ``#``
+comments are skipped. The file is the whole list each time: a broker whose line is removed
+leaves the list (a seed from the connection's URI stays; the sink decides). A bad line is
+logged with its line number and skipped, so one typo does not drop the rest; a file that
+cannot be read keeps the last list. The sink hears a list only when it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from failover_client._clock import Clock, SystemClock
+from failover_client._errors import ConfigurationError
+from failover_client.uri import BrokerAddress, ServerListAction, parse
+
+from ._base import TopologySink
+
+__all__ = ["FileSource", "read_broker_file"]
+
+_log = logging.getLogger("failover_client.topology")
+
+
+def read_broker_file(path: Path) -> tuple[BrokerAddress, ...]:
+    """The brokers listed in ``path``, in order, without duplicates; bad lines are logged.
+
+    Raises :class:`OSError` when the file cannot be read.
+    """
+    text = path.read_text(encoding="utf-8")
+    brokers: dict[str, BrokerAddress] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            members = parse(line).members
+        except ConfigurationError as exc:
+            # The error text carries the redacted URI and the position; never the password.
+            _log.warning("%s:%d: skipped, not a broker URI: %s", path, number, exc)
+            continue
+        for member in members:
+            brokers.setdefault(str(member), member)
+    return tuple(brokers.values())
+
+
+class FileSource:
+    """Re-reads a file of broker URIs every ``interval`` seconds and pushes changes.
+
+    :param path: the file; read once at :meth:`start` and then every ``interval``.
+    :param interval: seconds between reads (on ``clock``).
+    :param clock: waits go through it (a fake clock in tests).
+    :param action: passed with every update; None lets the sink use its configured action.
+    :param name: the ``source`` of every update.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        interval: float = 30.0,
+        clock: Clock | None = None,
+        action: ServerListAction | None = None,
+        name: str = "file",
+    ) -> None:
+        if not interval > 0:
+            raise ConfigurationError(f"file topology source: interval must be > 0, got {interval}")
+        self.path = Path(path)
+        self.interval = interval
+        self.name = name
+        self._action: ServerListAction | None = action
+        self._clock: Clock = clock or SystemClock()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last: tuple[BrokerAddress, ...] | None = None
+
+    def start(self, sink: TopologySink) -> None:
+        """Read the file now and then every ``interval``, on a daemon thread."""
+        with self._lock:
+            started = self._thread is not None
+            if not started:
+                self._thread = threading.Thread(
+                    target=self._run, args=(sink,), name=f"failover-client-topology-{self.name}"
+                )
+                self._thread.daemon = True
+                self._thread.start()
+        if started:
+            raise RuntimeError(f"{self!r} was already started")
+
+    def stop(self) -> None:
+        """Stop reading and join the thread. Idempotent."""
+        self._stop.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self, sink: TopologySink) -> None:
+        while not self._stop.is_set():
+            self._read_once(sink)
+            if self._clock.wait(self._stop, self.interval):
+                return
+
+    def _read_once(self, sink: TopologySink) -> None:
+        try:
+            brokers = read_broker_file(self.path)
+        except OSError as exc:
+            _log.warning("%s: cannot read %s, keeping the last list: %s", self.name, self.path, exc)
+            return
+        if brokers == self._last:
+            return
+        self._last = brokers
+        try:
+            sink.update_brokers(brokers, source=self.name, action=self._action)
+        except Exception:  # noqa: BLE001 - a sink's bug must not end the watching thread
+            _log.exception("%s: the sink failed to take the list from %s", self.name, self.path)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            state = (
+                "new" if self._thread is None else ("stopped" if self._stop.is_set() else "running")
+            )
+        return f"FileSource({str(self.path)!r}, interval={self.interval:g}, {state})"
