@@ -1,9 +1,10 @@
 """Shared pieces of the real-broker benchmarks: brokers, statistics, tables, machine facts.
 
-Every benchmark starts its brokers through the integration harness (``integration.brokers``),
-on loopback ports, and stops every one of them at the end (``brokers()`` is a context manager;
-the harness also kills leftovers at interpreter exit). Figures are ratios against raw stomp.py
-measured in the same run, with the absolute numbers beside them.
+Every benchmark starts its brokers through the broker harness
+(``failover_client.testing.brokers``), on loopback ports, and stops every one of them at the end
+(``brokers()`` is a context manager; the harness also kills leftovers at interpreter exit).
+Figures are ratios against raw stomp.py measured in the same run, with the absolute numbers
+beside them.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from integration._activemq import FAST_JVM_OPTIONS
-from integration.brokers import Broker, Cluster, ClusterSpec, start_cluster
+from failover_client.testing.brokers import (
+    FAST_JVM_OPTIONS,
+    Broker,
+    Cluster,
+    ClusterSpec,
+    start_cluster,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -38,7 +44,7 @@ BENCH_JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-Xss512k",
     "-XX:-UsePerfData",
-    "-XX:+UseTransparentHugePages",  # see FAST_JVM_OPTIONS in integration/_activemq.py
+    "-XX:+UseTransparentHugePages",  # see FAST_JVM_OPTIONS in failover_client.testing.brokers
     "-Djava.net.preferIPv4Stack=true",
 )
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from benchmarks._common import broker_by_port, hosts, port_of
 from benchmarks._raw import RawFailoverProducer
 from failover_client import FailedOver, FailoverConnection
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 BODY = b"x" * 128
 

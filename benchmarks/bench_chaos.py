@@ -51,7 +51,7 @@ from benchmarks._common import (
     write_json,
 )
 from failover_client import FailedOver, FailoverClientError, FailoverConnection, Message
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 QUEUE = "/queue/bench.chaos"
 

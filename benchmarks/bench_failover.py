@@ -59,7 +59,7 @@ from benchmarks._drivers import (
     RawDriver,
     wait_until,
 )
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 WARM_QUEUE = "/queue/bench.warmup"
 

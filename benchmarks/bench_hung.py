@@ -52,7 +52,7 @@ from benchmarks._drivers import Driver, FailoverDriver, RawDriver
 from benchmarks._raw import RawFailoverProducer
 from benchmarks.bench_failover import WARM_QUEUE, check_delivery, run_series
 from failover_client import FailoverConnection
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 
 def stomp_py_connect(cluster: Cluster, cap: float) -> tuple[float | None, str]:

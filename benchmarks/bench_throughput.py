@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from benchmarks._common import brokers, log, machine, precreate, ratio, table, warm, write_json
 from benchmarks._raw import RawSender, purge
 from failover_client import FailoverConnection
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 BODY = b"x" * 128
 PERSISTENT = {"persistent": "true"}

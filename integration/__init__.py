@@ -1,7 +1,5 @@
-"""Real-broker test harness and the integration tests that use it.
+"""This library's real-broker tests: brokers started, killed, hung and partitioned.
 
-``integration.brokers`` is the library (clusters of ActiveMQ / RabbitMQ / Artemis brokers that
-a test can kill, hang and restart); ``integration.plugin`` the pytest plugin with fixtures;
-``integration.tls`` key stores for TLS connectors; ``python -m integration.measure`` prints
-start-up, restart and memory figures.
+The brokers come from the shipped harness, :mod:`failover_client.testing.brokers`, and the
+fixtures from :mod:`failover_client.testing.broker_fixtures` (switched on in ``conftest.py``).
 """

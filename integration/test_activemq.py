@@ -6,8 +6,7 @@ import socket
 
 import pytest
 
-from integration.brokers import Cluster
-from integration.plugin import ClusterPool
+from failover_client.testing.brokers import Cluster, ClusterPool
 
 pytestmark = pytest.mark.integration
 

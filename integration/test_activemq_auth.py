@@ -31,7 +31,14 @@ from failover_client import (
     ReconnectAttempt,
 )
 from failover_client.testing import EventRecorder
-from integration.brokers import Broker, BrokerKind, BrokerUser, ClientError, Cluster, StompSession
+from failover_client.testing.brokers import (
+    Broker,
+    BrokerKind,
+    BrokerUser,
+    ClientError,
+    Cluster,
+    StompClient,
+)
 from integration.test_failover_common import (
     FAST,
     SAFETY,
@@ -97,11 +104,11 @@ def test_the_harness_logs_in_and_anonymous_or_wrong_logins_are_refused(
         assert broker.send(unique_queue, ["via the harness"]) == 1
         assert [m.text for m in broker.drain(unique_queue, expect=1)] == ["via the harness"]
     ep = secured[0].endpoint()
-    with StompSession(ep.host, ep.port, OPS.name, OPS.password):
+    with StompClient(ep.host, ep.port, OPS.name, OPS.password):
         pass  # the second account is real too
     for login, passcode in ((None, None), (APP.name, WRONG), ("nobody", APP.password)):
         with pytest.raises(ClientError, match="invalid") as info:
-            StompSession(ep.host, ep.port, login, passcode)
+            StompClient(ep.host, ep.port, login, passcode)
         _assert_secret_free(_texts(info.value), [APP.password, WRONG])
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 pytestmark = pytest.mark.integration
 

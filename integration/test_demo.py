@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.brokers import choose_backend
+from failover_client.testing.brokers import choose_backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from integration._docker import docker_missing
-from integration.brokers import BackendUnavailable, BrokerKind, Cluster, choose_backend
+from failover_client.testing.brokers import BackendUnavailable, BrokerKind, Cluster, choose_backend
+from failover_client.testing.brokers._docker import docker_missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -5,6 +5,9 @@ a three-broker ActiveMQ network (the brokers forward queued messages to wherever
 is). The broker both use is SIGKILLed while they run, and restarted so what it stored can flow
 on; the consumer must end up with every message the producer printed as confirmed. Both
 programs must also end cleanly on Ctrl-C (SIGINT).
+
+``examples/test_app_failover.py`` is a user's own pytest test built on the shipped broker
+fixtures; it runs here the way the README tells a user to run it.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import SAFETY, failover_uri
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
 URI_OPTIONS: dict[str, str | int | float | bool] = {
     "randomize": False,
     "initialReconnectDelay": 10,
@@ -172,3 +176,16 @@ def test_examples_end_cleanly_on_ctrl_c(
     assert program.matching("^interrupted"), program.report()
     assert program.matching("^done: "), program.report()
     assert "Traceback" not in program.stderr, program.report()
+
+
+def test_the_users_pytest_example_passes_with_the_shipped_fixtures(tmp_path: Path) -> None:
+    # A subprocess, as a user runs it: a fresh pytest that finds the plugin by its entry point.
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "--failover-brokers", "-p", "no:cacheprovider",
+            f"--basetemp={tmp_path / 'base'}", "-q", str(EXAMPLES / "test_app_failover.py"),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

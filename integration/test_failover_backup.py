@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from failover_client import FailedOver, FailoverConnection, StandbyConnected, StandbyLost
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     Events,
     LeakCheck,

@@ -34,8 +34,8 @@ import pytest
 from failover_client import BrokerAddress, ConnectionClosed, FailoverConnection, FailoverOptions
 from failover_client._errors import ConnectCancelled
 from failover_client.adapter import Cancel
-from failover_client.stomp._session import StompConnector
-from integration.brokers import Cluster, TlsOptions
+from failover_client.stomp import StompConnector
+from failover_client.testing.brokers import Cluster, TlsOptions, fresh_ca_and_broker_tls
 from integration.test_failover_common import (
     FAST,
     SAFETY,
@@ -43,7 +43,6 @@ from integration.test_failover_common import (
     failover_uri,
     library_threads,
 )
-from integration.tls import fresh_ca_and_broker_tls
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from failover_client import MESSAGE_ID_HEADER, Disconnected, Event, FailoverConnection, Message
-from integration.brokers import Broker, BrokerKind, Cluster, ReceivedMessage
+from failover_client.testing.brokers import Broker, BrokerKind, Cluster, ReceivedMessage
 
 __all__ = [
     "SAFETY",

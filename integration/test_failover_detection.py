@@ -13,7 +13,7 @@ import time
 import pytest
 
 from failover_client import BrokerUnavailable, Disconnected, FailedOver, FailoverConnection
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     FAST,
     Events,

@@ -19,7 +19,7 @@ from failover_client import (
     FailoverConnection,
     URIError,
 )
-from integration.brokers import Cluster, allocate_ports
+from failover_client.testing.brokers import Cluster, allocate_ports
 from integration.test_failover_common import (
     FAST,
     SAFETY,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from failover_client import FailedOver, FailoverConnection, PriorityRestored
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     Events,
     LeakCheck,

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 import pytest
 
 from failover_client import FailedOver, FailoverConnection, SendTimeout
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     FAST,
     SAFETY,

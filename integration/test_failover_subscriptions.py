@@ -14,7 +14,7 @@ import pytest
 
 from failover_client import AckDropped, Connected, Disconnected, FailedOver, FailoverConnection
 from failover_client.adapter import AckMode
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 from integration.test_failover_common import (
     FAST,
     Events,

@@ -15,9 +15,8 @@ import pytest
 import trustme
 
 from failover_client import FailedOver, FailoverConnection, GaveUp, ReconnectAttempt, TLSFailure
-from integration.brokers import Cluster, TlsOptions
+from failover_client.testing.brokers import Cluster, TlsOptions, fresh_ca_and_broker_tls
 from integration.test_failover_common import FAST, Events, LeakCheck, broker_at, failover_uri
-from integration.tls import fresh_ca_and_broker_tls
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import stomp
 
-from integration.brokers import Cluster, stomp_connected, tcp_accepts
+from failover_client.testing.brokers import Cluster, stomp_connected, tcp_accepts
 
 pytestmark = pytest.mark.integration
 

@@ -1,16 +1,32 @@
-"""The harness's own pure parts: port block, broker.xml, specs (no broker needed)."""
+"""The harness itself: port block, broker.xml, specs, readiness that cannot be fooled, plugin."""
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
+import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from integration._activemq_config import ActiveMQConfig, render_broker_xml
-from integration._ports import PortAllocator
-from integration.brokers import BrokerKind, ClusterSpec, Connector
+from failover_client.testing.brokers import (
+    BrokerKind,
+    ClusterSpec,
+    Connector,
+    Endpoint,
+    LocalBroker,
+    PortTakenError,
+    allocate_ports,
+    stomp_connected,
+)
+from failover_client.testing.brokers._activemq_config import ActiveMQConfig, render_broker_xml
+from failover_client.testing.brokers._ownership import PortState
+from failover_client.testing.brokers._ports import PortAllocator
 
+pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration
 
 NS = "{http://activemq.apache.org/schema/core}"
@@ -82,3 +98,118 @@ def test_cluster_spec_rejects_bad_input(kwargs: dict[str, object], message: str)
 def test_cluster_spec_is_a_hashable_key() -> None:
     assert ClusterSpec(BrokerKind.ACTIVEMQ) == ClusterSpec("activemq")  # type: ignore[arg-type]
     assert hash(ClusterSpec(BrokerKind.ACTIVEMQ, 3)) == hash(ClusterSpec(BrokerKind.ACTIVEMQ, 3))
+
+
+# --- readiness proves the broker is the one started ------------------------------------------
+
+# Answers every STOMP CONNECT with CONNECTED, as a broker left over from another run would.
+STOMP_STUB = """
+import socket, sys
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", int(sys.argv[1])))
+listener.listen()
+while True:
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        break
+    with conn:
+        data = b""
+        while b"\\0" not in data:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        conn.sendall(b"CONNECTED\\nversion:1.2\\n\\n\\0")
+"""
+
+
+class _StubBroker(LocalBroker):
+    """A 'broker' whose readiness probe is the real STOMP one; its process is ``argv``."""
+
+    kind = BrokerKind.ACTIVEMQ
+
+    def __init__(self, port: int, argv: list[str], base_dir: Path) -> None:
+        super().__init__(
+            "stub", {"stomp": Endpoint("stomp", "127.0.0.1", port)}, argv, None, base_dir
+        )
+
+    def probe(self, timeout: float = 1.0) -> bool:
+        return stomp_connected("127.0.0.1", self.endpoint().port, timeout)
+
+
+@pytest.fixture
+def stranger() -> Iterator[int]:
+    """A port on which this test process, not the broker, answers STOMP."""
+    (port,) = allocate_ports(1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # the listener was closed: the test is over
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"CONNECTED\nversion:1.2\n\n\0")
+
+    server = threading.Thread(target=serve, name="test-stomp-stranger", daemon=True)
+    server.start()
+    yield port
+    listener.shutdown(socket.SHUT_RDWR)
+    listener.close()
+    server.join(10)
+
+
+def test_a_stranger_answering_stomp_on_the_port_fails_the_start(
+    stranger: int, tmp_path: Path
+) -> None:
+    assert stomp_connected("127.0.0.1", stranger)  # the protocol alone would be fooled
+    idle = [sys.executable, "-c", "import signal; signal.pause()"]
+    broker = _StubBroker(stranger, idle, tmp_path)
+    with pytest.raises(PortTakenError) as info:
+        broker.start(timeout=30)
+    assert info.value.port == stranger
+    assert f"port {stranger} is held by pid {os.getpid()} (" in str(info.value)
+    assert not broker.running()  # what it started is not left behind
+
+
+def test_a_plain_listening_socket_on_the_port_fails_the_start(tmp_path: Path) -> None:
+    (port,) = allocate_ports(1)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        stub = [sys.executable, "-c", STOMP_STUB, str(port)]
+        broker = _StubBroker(port, stub, tmp_path)
+        with pytest.raises(PortTakenError, match=f"port {port} is held by pid {os.getpid()}"):
+            broker.start(timeout=30)
+        assert not broker.running()
+
+
+def test_a_broker_holding_its_own_port_is_ready(tmp_path: Path) -> None:
+    (port,) = allocate_ports(1)
+    broker = _StubBroker(port, [sys.executable, "-c", STOMP_STUB, str(port)], tmp_path)
+    broker.start(timeout=30)
+    try:
+        assert [o.state for o in broker.ports()] == [PortState.OURS]
+        assert broker.is_up()
+    finally:
+        broker.kill()
+
+
+# --- the opt-in plugin, as a user runs it -------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "test_app_failover.py"
+
+
+def test_a_user_test_kills_the_broker_under_a_producer(pytester: pytest.Pytester) -> None:
+    # Activated by the ini key (the examples test covers --failover-brokers).
+    pytester.makeini("[pytest]\nfailover_brokers = true\n")
+    pytester.makepyfile(test_user=EXAMPLE.read_text())
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)

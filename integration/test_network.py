@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from integration.brokers import Cluster, ReceivedMessage
+from failover_client.testing.brokers import Cluster, ReceivedMessage
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def _bridge_to(peer_name: str, started: bool) -> Callable[[ReceivedMessage], boo
 def test_bridge_advisory_reports_a_peer_that_starts_and_stops(activemq_network: Cluster) -> None:
     watcher, peer, _ = activemq_network
     peer_name = peer.broker_name  # type: ignore[attr-defined]  # ActiveMQ brokers have it
-    with watcher.stomp_session() as session:
+    with watcher.stomp_client() as session:
         # The JSON transformation needs xstream + jettison on the broker's classpath.
         session.subscribe(ADVISORY, headers={"transformation": "jms-advisory-json"}, ack="auto")
 

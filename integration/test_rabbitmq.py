@@ -10,7 +10,7 @@ import stomp
 from proton import Message
 from proton.utils import BlockingConnection
 
-from integration.brokers import Cluster
+from failover_client.testing.brokers import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from integration.brokers import BrokerKind, Cluster
-from integration.tls import broker_tls
+from failover_client.testing.brokers import BrokerKind, Cluster, broker_tls
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from integration._activemq_config import ActiveMQConfig, render_broker_xml
-from integration._model import BrokerKind, BrokerUser, ClusterSpec
-from integration._readiness import stomp_connect_frame
+from failover_client.testing.brokers._activemq_config import ActiveMQConfig, render_broker_xml
+from failover_client.testing.brokers._model import BrokerKind, BrokerUser, ClusterSpec
+from failover_client.testing.brokers._readiness import stomp_connect_frame
 
 NS = "{http://activemq.apache.org/schema/core}"
 TRICKY = "p&<w>\"o'r:d"

@@ -13,10 +13,11 @@ from typing import TextIO
 from failover_client._clock import Clock, SystemClock
 from failover_client.cli._output import render_tables
 from failover_client.engine._connection import FailoverConnection
+from failover_client.testing.brokers import Broker, Cluster
 from failover_client.uri import parse
 
 from ._clients import ClientEvents, Labeller, Producer, consumer_handler
-from ._harness import BrokerHandle, ClusterHandle, HarnessMissing, broker_ports, start_network
+from ._harness import BrokersUnavailable, broker_ports, start_network
 from ._live import BrokerRow, ClientRow, View, ViewState, make_view
 from ._record import Recorder
 from ._scenario import Scenario, Step, label
@@ -60,13 +61,13 @@ class DemoConfig:
 class _Brokers:
     """The cluster and what the scenario did to it (for resolving ``hung`` / ``dead``)."""
 
-    cluster: ClusterHandle
+    cluster: Cluster
     labels: list[str]
     known: int
     hung: list[str] = field(default_factory=list)
     dead: list[str] = field(default_factory=list)
 
-    def broker(self, name: str) -> BrokerHandle:
+    def broker(self, name: str) -> Broker:
         return self.cluster[self.labels.index(name)]
 
     def status(self, name: str) -> str:
@@ -328,7 +329,7 @@ def run_demo(
     try:
         try:
             brokers = demo.start_brokers(root)
-        except HarnessMissing as exc:
+        except BrokersUnavailable as exc:
             interrupted = False
             stderr.write(f"failover-client demo: cannot start brokers: {exc}\n")
             return EXIT_SETUP

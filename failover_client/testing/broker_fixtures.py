@@ -1,4 +1,15 @@
-"""pytest plugin: real broker clusters shared by a session, healed before every test.
+"""pytest fixtures: real broker clusters shared by a session, healed before every test.
+
+Registered only on request (see :mod:`failover_client.testing.pytest_plugin`):
+``pytest --failover-brokers``, ``failover_brokers = true`` in the ini file, or
+``pytest_plugins = ["failover_client.testing.broker_fixtures"]`` in a root conftest. A test
+of an application's failover then reads::
+
+    def test_sends_survive_a_broker_kill(activemq_cluster, unique_queue):
+        with FailoverConnection(activemq_cluster.failover_uri()) as conn:
+            conn.send(unique_queue, "before")
+            activemq_cluster[0].kill()
+            conn.send(unique_queue, "after")  # confirmed by another broker
 
 Fixtures:
 
@@ -23,24 +34,27 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._backend import BACKENDS, start_cluster
-from ._broker import Broker
-from ._cluster import Cluster
-from ._errors import BackendUnavailable, BrokerError
-from ._model import BrokerKind, ClusterSpec
+from failover_client.testing.brokers import (
+    BackendUnavailable,
+    Broker,
+    BrokerKind,
+    Cluster,
+    ClusterPool,
+    ClusterSpec,
+)
 
 __all__ = [
-    "ClusterPool",
     "activemq_cluster",
     "activemq_network",
     "artemis_cluster",
     "broker_cluster",
     "broker_pool",
+    "pytest_configure",
+    "pytest_runtest_makereport",
     "rabbitmq_cluster",
     "unique_queue",
 ]
@@ -48,73 +62,21 @@ __all__ = [
 _USED_BROKERS = pytest.StashKey[list[Broker]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("brokers", "real-broker harness (integration/)")
-    group.addoption(
-        "--broker-backend",
-        choices=BACKENDS,
-        default=None,
-        help="how to run brokers: local processes, docker containers, or auto "
-        "(default: $FAILOVER_BROKER_BACKEND, else auto)",
-    )
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    # Registered here too so that the plugin works under --strict-markers on its own.
+    """Register the markers the harness's own tests use (so --strict-markers accepts them)."""
     config.addinivalue_line("markers", "integration: needs real brokers (the integration harness)")
     config.addinivalue_line("markers", "docker: needs a Docker engine; skipped without one")
-
-
-class ClusterPool:
-    """Running clusters by spec, started on first use and closed at the end."""
-
-    def __init__(self, root: Path, backend: str | None = None) -> None:
-        self.root = root
-        self.backend = backend
-        self._clusters: dict[tuple[ClusterSpec, str | None], Cluster] = {}
-        self._unavailable: dict[tuple[ClusterSpec, str | None], BackendUnavailable] = {}
-
-    def get(self, spec: ClusterSpec, backend: str | None = None) -> Cluster:
-        """The running cluster for ``spec``; raises BackendUnavailable (and remembers it).
-
-        ``backend`` overrides the session's choice for this cluster.
-        """
-        key = (spec, backend or self.backend)
-        if key in self._unavailable:
-            raise self._unavailable[key]
-        cluster = self._clusters.get(key)
-        if cluster is None:
-            directory = self.root / f"{spec.label}-{len(self._clusters)}"
-            try:
-                cluster = start_cluster(spec, directory, key[1])
-            except BackendUnavailable as exc:
-                self._unavailable[key] = exc
-                raise
-            self._clusters[key] = cluster
-        return cluster
-
-    def close(self) -> None:
-        errors = []
-        for cluster in self._clusters.values():
-            try:
-                cluster.close()
-            except BrokerError as exc:  # keep closing the others; report all at the end
-                errors.append(str(exc))
-        self._clusters.clear()
-        if errors:
-            raise BrokerError("some brokers had to be killed at session end: " + "; ".join(errors))
-
-    def __repr__(self) -> str:
-        return f"ClusterPool({list(self._clusters.values())!r})"
 
 
 @pytest.fixture(scope="session")
 def broker_pool(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterPool]:
-    pool = ClusterPool(
-        tmp_path_factory.mktemp("brokers"), request.config.getoption("--broker-backend")
-    )
+    """The session's running clusters, closed at the end of the session."""
+    # The default covers a run where only this module was registered (pytest_plugins) and
+    # the option-adding plugin was disabled: the backend then comes from the environment.
+    backend = request.config.getoption("--broker-backend", default=None)
+    pool = ClusterPool(tmp_path_factory.mktemp("brokers"), backend)
     yield pool
     pool.close()
 
@@ -178,6 +140,7 @@ def unique_queue(request: pytest.FixtureRequest) -> str:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Add the log tail of every broker the test used to the report of a failed test."""
     report = yield
     if report.failed:
         for broker in item.stash.get(_USED_BROKERS, []):

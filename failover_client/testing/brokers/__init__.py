@@ -1,12 +1,13 @@
 """Real brokers for tests, demos and benchmarks: start clusters, kill, hang and restart them.
 
-Usable as a plain library (``from integration.brokers import start_cluster, ClusterSpec``)
-and through the pytest plugin ``integration.plugin`` (fixtures that share running clusters
-across a session). A minimal script::
+Usable as a plain library and, for pytest, through the opt-in fixtures of
+:mod:`failover_client.testing.broker_fixtures` (``pytest --failover-brokers``, the ini key
+``failover_brokers = true``, or ``pytest_plugins = ["failover_client.testing.broker_fixtures"]``
+in a conftest). A minimal script::
 
     import tempfile
     from pathlib import Path
-    from integration.brokers import ClusterSpec, start_cluster
+    from failover_client.testing.brokers import ClusterSpec, start_cluster
 
     cluster = start_cluster(ClusterSpec("activemq", size=3), Path(tempfile.mkdtemp()))
     try:
@@ -16,15 +17,25 @@ across a session). A minimal script::
     finally:
         cluster.close()
 
+Brokers run as local processes (ActiveMQ Classic and RabbitMQ from their Debian packages) or in
+containers (``testcontainers``; Artemis only runs there). A broker counts as started only when
+it answers its protocol on ports that its own process holds, so a broker left over from another
+run on a reused port is reported, never mistaken for the new one.
+
+Importing this package needs no third-party library: stomp.py, python-qpid-proton,
+testcontainers, trustme and cryptography are imported by the functions that use them (the
+``test`` extra installs them all).
+
 Every process started is stopped by ``cluster.close()``, and as a last resort at interpreter
 exit or on SIGTERM / SIGHUP (``kill_all``).
 """
 
 from __future__ import annotations
 
+from ._activemq import FAST_JVM_OPTIONS
+from ._amqp_client import amqp_drain, amqp_send
 from ._backend import BACKEND_ENV, BACKENDS, choose_backend, start_cluster
 from ._broker import Broker
-from ._clients import StompSession
 from ._cluster import Cluster
 from ._errors import (
     BackendUnavailable,
@@ -32,6 +43,7 @@ from ._errors import (
     BrokerStartError,
     BrokerStopError,
     ClientError,
+    PortTakenError,
 )
 from ._local import LocalBroker
 from ._model import (
@@ -43,13 +55,17 @@ from ._model import (
     ReceivedMessage,
     TlsOptions,
 )
+from ._pool import ClusterPool
 from ._ports import allocate_ports
 from ._process import kill_all
 from ._readiness import amqp_open, stomp_connected, tcp_accepts
+from ._stomp_client import StompClient
+from ._tls import broker_tls, fresh_ca_and_broker_tls
 
 __all__ = [
     "BACKENDS",
     "BACKEND_ENV",
+    "FAST_JVM_OPTIONS",
     "BackendUnavailable",
     "Broker",
     "BrokerError",
@@ -59,16 +75,22 @@ __all__ = [
     "BrokerUser",
     "ClientError",
     "Cluster",
+    "ClusterPool",
     "ClusterSpec",
     "Connector",
     "Endpoint",
     "LocalBroker",
+    "PortTakenError",
     "ReceivedMessage",
-    "StompSession",
+    "StompClient",
     "TlsOptions",
     "allocate_ports",
+    "amqp_drain",
     "amqp_open",
+    "amqp_send",
+    "broker_tls",
     "choose_backend",
+    "fresh_ca_and_broker_tls",
     "kill_all",
     "start_cluster",
     "stomp_connected",

@@ -146,7 +146,7 @@ class LocalActiveMQ(LocalBroker):
     def probe(self, timeout: float = 1.0) -> bool:
         stomp = self.endpoint("stomp")
         login, passcode = self.credentials or (None, None)
-        if not stomp_connected(stomp.host, stomp.port, timeout, login, passcode):
+        if not stomp_connected(stomp.host, stomp.port, timeout, login=login, passcode=passcode):
             return False
         # The connectors start one after another: the rest must accept too.
         return all(
@@ -158,7 +158,7 @@ class LocalActiveMQ(LocalBroker):
     def queue_depth(self, queue: str) -> int | None:
         """Ask the statistics plugin (one STOMP request/reply, JSON via xstream/jettison)."""
         reply_to = f"/temp-queue/stats-{uuid.uuid4().hex}"
-        with self.stomp_session() as session:
+        with self.stomp_client() as session:
             session.subscribe(reply_to, headers={"transformation": "jms-map-json"}, ack="auto")
             session.send(
                 f"/queue/ActiveMQ.Statistics.Destination.{queue}",

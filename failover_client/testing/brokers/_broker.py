@@ -15,10 +15,11 @@ import abc
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ._clients import StompSession, amqp_drain, amqp_send
+from ._amqp_client import amqp_drain, amqp_send
 from ._errors import BrokerError
 from ._model import BrokerKind, Endpoint, ReceivedMessage
 from ._process import log_tail
+from ._stomp_client import StompClient
 
 __all__ = ["Broker"]
 
@@ -30,7 +31,7 @@ class Broker(abc.ABC):
     """One broker of a cluster."""
 
     kind: BrokerKind
-    #: login / passcode that the broker accepts from the raw helpers and from tests
+    #: login / passcode that the broker accepts from the raw clients and from tests
     credentials: tuple[str, str] | None = None
     #: the STOMP ``host`` header (RabbitMQ's virtual host)
     vhost: str | None = None
@@ -138,13 +139,13 @@ class Broker(abc.ABC):
         """Hook: STOMP headers that make a SEND / SUBSCRIBE declare ``destination`` durable."""
         return {}
 
-    def stomp_session(self, timeout: float = 5.0, endpoint: str = "stomp") -> StompSession:
+    def stomp_client(self, timeout: float = 5.0, endpoint: str = "stomp") -> StompClient:
         """A connected raw stomp.py session to this broker (close it, or use ``with``)."""
         ep = self.endpoint(endpoint)
         login, passcode = self.credentials or (None, None)
-        return StompSession(ep.host, ep.port, login, passcode, self.vhost, timeout)
+        return StompClient(ep.host, ep.port, login, passcode, vhost=self.vhost, timeout=timeout)
 
-    def send(
+    def send(  # noqa: PLR0917 - tests pass headers and persistence by position
         self,
         destination: str,
         bodies: Iterable[bytes | str],
@@ -170,7 +171,7 @@ class Broker(abc.ABC):
                 timeout=timeout,
                 capabilities=self._amqp_capabilities(destination),
             )
-        with self.stomp_session(timeout) as session:
+        with self.stomp_client(timeout) as session:
             all_headers = {**self._declare_headers(destination), **(headers or {})}
             return session.send(destination, bodies, all_headers, persistent)
 
@@ -193,14 +194,14 @@ class Broker(abc.ABC):
             return amqp_drain(
                 self.uri("amqp"),
                 self._amqp_address(destination),
-                timeout,
-                idle,
-                expect,
+                timeout=timeout,
+                idle=idle,
+                expect=expect,
                 user=login,
                 password=passcode,
                 capabilities=self._amqp_capabilities(destination),
             )
-        with self.stomp_session(timeout) as session:
+        with self.stomp_client(timeout) as session:
             session.subscribe(destination, headers=self._declare_headers(destination))
             return session.collect(timeout, idle, expect)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from ._broker import START_TIMEOUT, STOP_TIMEOUT, Broker
 from ._errors import BrokerError
@@ -43,6 +43,19 @@ class Cluster(Sequence[Broker]):
     @property
     def brokers(self) -> tuple[Broker, ...]:
         return self._brokers
+
+    def broker_at(self, address: str | None) -> Broker:
+        """The broker behind ``address``, a member URI such as ``FailoverConnection.broker``.
+
+        Matched by port (every broker of a cluster has its own), so a redacted address with
+        its password masked works too. Raises BrokerError when no broker of this cluster has
+        that port (or ``address`` is None: the connection is not on any broker).
+        """
+        port = urlsplit(address).port if address else None
+        for broker in self._brokers:
+            if port is not None and any(ep.port == port for ep in broker.endpoints.values()):
+                return broker
+        raise BrokerError(f"{address!r} is not the address of a broker of {self!r}")
 
     # -- URIs ----------------------------------------------------------------------------------
 

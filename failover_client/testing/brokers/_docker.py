@@ -180,7 +180,7 @@ class ContainerBroker(Broker):
     def probe(self, timeout: float = 1.0) -> bool:
         stomp = self.endpoint("stomp")
         login, passcode = self.credentials or (None, None)
-        return stomp_connected(stomp.host, stomp.port, timeout, login, passcode)
+        return stomp_connected(stomp.host, stomp.port, timeout, login=login, passcode=passcode)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         def exited() -> str | None:

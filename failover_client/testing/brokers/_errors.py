@@ -5,8 +5,9 @@
     BrokerError                    anything the harness could not do
     ├── BackendUnavailable         no way to run this kind of broker here (tests skip on it)
     ├── BrokerStartError           a broker did not answer its protocol before the deadline
+    │   └── PortTakenError         another process listens on a port meant for the broker
     ├── BrokerStopError            a broker ignored a graceful stop and had to be killed
-    └── ClientError                a raw client (stomp.py / proton) helper failed
+    └── ClientError                a raw client (stomp.py / proton) call failed
 
 Every error about one broker carries the tail of that broker's log, because the log is
 nearly always where the reason is.
@@ -20,6 +21,7 @@ __all__ = [
     "BrokerStartError",
     "BrokerStopError",
     "ClientError",
+    "PortTakenError",
 ]
 
 
@@ -39,6 +41,24 @@ class BrokerStartError(BrokerError):
         self.broker = broker
         self.reason = reason
         self.log_tail = log_tail
+
+
+class PortTakenError(BrokerStartError):
+    """A process that is not the started broker listens on one of the broker's ports.
+
+    Typically a broker left over from another run: it would answer every probe, so without
+    this check a test would run against a broker it does not control.
+    """
+
+    def __init__(self, broker: str, port: int, holder: str, log_tail: str) -> None:
+        super().__init__(
+            broker,
+            f"port {port} is held by {holder}, not by the broker started here; a broker left "
+            "over from another run? Stop that process and start again",
+            log_tail,
+        )
+        self.port = port
+        self.holder = holder
 
 
 class BrokerStopError(BrokerError):

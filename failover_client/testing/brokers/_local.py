@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ._broker import START_TIMEOUT, STOP_TIMEOUT, Broker
-from ._errors import BrokerError, BrokerStartError, BrokerStopError
+from ._errors import BrokerError, BrokerStartError, BrokerStopError, PortTakenError
 from ._model import Endpoint
+from ._ownership import Ownership, PortState, port_owner
 from ._process import ManagedProcess
 from ._readiness import Deadline, wait_until
 
@@ -49,15 +50,39 @@ class LocalBroker(Broker):
         self.hung = False
         self.process.spawn()
 
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
-        deadline = Deadline(timeout)
+    def ports(self) -> list[Ownership]:
+        """Who holds each endpoint's port now (see ``_ownership``)."""
+        group = self.process.group_pids()
+        return [port_owner(ep.port, group) for ep in self.endpoints.values()]
 
-        def exited() -> str | None:
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Return when every port is held by this broker's processes and its protocol answers.
+
+        Raises PortTakenError at once (after killing what it started) when another process
+        listens on one of the ports, BrokerStartError when the broker exits or the time is up.
+        """
+        deadline = Deadline(timeout)
+        taken: list[Ownership] = []
+
+        def answers() -> bool:
+            owners = self.ports()
+            taken.extend(o for o in owners if o.state is PortState.FOREIGN)
+            if taken or any(o.state is PortState.FREE for o in owners):
+                return False
+            return self.probe(timeout=1.0)
+
+        def stopped() -> str | None:
+            if taken:
+                return "port taken"
             code = self.process.exit_code()
             return None if code is None else f"process exited with status {code} while starting"
 
         # Bounded poll (see wait_until): nothing signals "the JVM / Erlang VM bound its port".
-        reason = wait_until(lambda: self.probe(timeout=1.0), deadline, give_up=exited)
+        reason = wait_until(answers, deadline, give_up=stopped)
+        if taken:
+            # It cannot serve on a port someone else holds; leave nothing of it running.
+            self.process.kill()
+            raise PortTakenError(self.name, taken[0].port, taken[0].holder, self.log_tail())
         if reason is not None:
             raise BrokerStartError(self.name, f"{reason} ({timeout:.0f}s allowed)", self.log_tail())
 

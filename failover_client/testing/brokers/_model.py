@@ -66,7 +66,7 @@ class Connector:
 
 @dataclass(frozen=True)
 class TlsOptions:
-    """Key material for a ``stomp+ssl`` connector on ActiveMQ (see ``integration.tls``).
+    """Key material for a ``stomp+ssl`` connector on ActiveMQ (see ``broker_tls``).
 
     The key store holds the broker's key and certificate chain (PKCS12); a trust store is
     only needed when the broker must verify client certificates (``need_client_auth``).

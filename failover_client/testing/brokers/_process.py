@@ -2,7 +2,7 @@
 
 Each broker runs in its own session (``start_new_session=True``), so its pid is also its
 process-group id and a signal to the group reaches every process it forked (RabbitMQ's
-``erl_child_setup``, a JVM's helpers). That is what makes kill / hang / resume act on the
+``erl_child_setup``, a JVM's children). That is what makes kill / hang / resume act on the
 whole broker and not on a wrapper script.
 
 Leaks are prevented on three paths:
@@ -99,7 +99,7 @@ class ManagedProcess:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("ab") as log:
                 # The child keeps its own copy of the descriptor; ours can close at once.
-                self._popen = subprocess.Popen(
+                self._popen = subprocess.Popen(  # noqa: S603 - argv from the harness, no shell
                     [*_pdeathsig_prefix(), *self.argv],
                     stdin=subprocess.DEVNULL,
                     stdout=log,

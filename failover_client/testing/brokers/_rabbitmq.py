@@ -21,9 +21,10 @@ import uuid
 from pathlib import Path
 
 from ._cluster import Cluster
-from ._errors import BackendUnavailable, BrokerError, BrokerStartError
+from ._errors import BackendUnavailable, BrokerError, BrokerStartError, PortTakenError
 from ._local import LocalBroker
 from ._model import BrokerKind, ClusterSpec, Endpoint
+from ._ownership import Ownership, PortState, port_owner
 from ._ports import allocate_ports
 from ._process import ManagedProcess
 from ._readiness import Deadline, amqp_open, stomp_connected, tcp_accepts, wait_until
@@ -72,6 +73,7 @@ class LocalRabbitMQ(LocalBroker):
         name: str,
         node: str,
         base_dir: Path,
+        *,
         home: Path,
         epmd_port: int,
         amqp_port: int,
@@ -131,9 +133,16 @@ class LocalRabbitMQ(LocalBroker):
         login, passcode = self.credentials
         # Cheap check first: AMQP open takes longer to fail against a port nobody holds.
         return (
-            stomp_connected(stomp.host, stomp.port, timeout, login, passcode, self.vhost or "/")
+            stomp_connected(
+                stomp.host,
+                stomp.port,
+                timeout,
+                login=login,
+                passcode=passcode,
+                vhost=self.vhost or "/",
+            )
             and tcp_accepts(amqp.host, amqp.port, timeout)
-            and amqp_open(amqp.host, amqp.port, max(timeout, 2.0), login, passcode)
+            and amqp_open(amqp.host, amqp.port, max(timeout, 2.0), user=login, password=passcode)
         )
 
     # A SEND with persistent:false to a /queue/x that does not exist declares x exclusive and
@@ -156,7 +165,7 @@ class LocalRabbitMQ(LocalBroker):
         with self._declared_lock:
             if queue in self._declared:
                 return
-        with self.stomp_session() as session:
+        with self.stomp_client() as session:
             sub = session.subscribe(
                 f"/queue/{queue}",
                 headers={**DURABLE_QUEUE, "prefetch-count": "1"},
@@ -175,7 +184,7 @@ class LocalRabbitMQ(LocalBroker):
         persistent message it held. A test that kills a node right after declaring calls this
         first; ``mnesia:sync_log()`` flushes and fsyncs that log.
         """
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
             [str(RABBITMQCTL), "-n", self.node, "eval", "mnesia:sync_log()."],
             env=self._ctl_env,
             capture_output=True,
@@ -212,14 +221,30 @@ class _Epmd:
     def start(self, timeout: float = 10.0) -> None:
         self.process.spawn()
 
-        def exited() -> str | None:
+        taken: list[Ownership] = []
+
+        def listens() -> bool:
+            owner = port_owner(self.port, self.process.group_pids())
+            if owner.state is PortState.FOREIGN:
+                taken.append(owner)
+                return False
+            if owner.state is PortState.UNKNOWN:
+                return tcp_accepts(HOST, self.port, 0.5)
+            return owner.state is PortState.OURS
+
+        def stopped() -> str | None:
+            if taken:
+                return "port taken"
             code = self.process.exit_code()
             return None if code is None else f"epmd exited with status {code}"
 
         # Bounded poll: epmd gives no other sign that it listens.
-        reason = wait_until(
-            lambda: tcp_accepts(HOST, self.port, 0.5), Deadline(timeout), give_up=exited
-        )
+        reason = wait_until(listens, Deadline(timeout), give_up=stopped)
+        if taken:
+            self.process.kill()
+            raise PortTakenError(
+                "epmd", self.port, taken[0].holder, self.process.log_path.read_text()
+            )
         if reason is not None:
             raise BrokerStartError("epmd", reason, self.process.log_path.read_text())
 
@@ -243,7 +268,14 @@ def build_rabbitmq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
         node = f"fc{run}{spec.label.replace('-', '')}{i}@localhost"
         brokers.append(
             LocalRabbitMQ(
-                name, node, root / name, root, epmd.port, amqp_port, stomp_port, dist_port
+                name,
+                node,
+                root / name,
+                home=root,
+                epmd_port=epmd.port,
+                amqp_port=amqp_port,
+                stomp_port=stomp_port,
+                dist_port=dist_port,
             )
         )
     epmd.start()

@@ -15,9 +15,6 @@ import socket
 import time
 from collections.abc import Callable
 
-from proton import ProtonException
-from proton.utils import BlockingConnection
-
 __all__ = [
     "Deadline",
     "amqp_open",
@@ -96,6 +93,7 @@ def stomp_connected(
     host: str,
     port: int,
     timeout: float = 1.0,
+    *,
     login: str | None = None,
     passcode: str | None = None,
     vhost: str = "/",
@@ -131,7 +129,10 @@ def amqp_open(
     user: str | None = None,
     password: str | None = None,
 ) -> bool:
-    """True when an AMQP 1.0 connection to ``host:port`` completes its open."""
+    """True when an AMQP 1.0 connection to ``host:port`` completes its open (needs proton)."""
+    from proton import ProtonException  # noqa: PLC0415 - optional; the harness imports without it
+    from proton.utils import BlockingConnection  # noqa: PLC0415 - optional
+
     url = f"amqp://{host}:{port}"
     try:
         conn = BlockingConnection(

@@ -1,11 +1,12 @@
-"""Raw-library helpers that tests use to put messages in and count what came out.
+"""A raw stomp.py client that tests use to put messages in and count what came out.
 
-They speak to ONE broker through its own protocol with the plain libraries (stomp.py, proton),
-never through failover_client, so a test can compare what the library under test claims with
-what the brokers really hold. Sends wait for a STOMP receipt / AMQP settlement per message:
-without that a SIGKILL loses what was still in socket buffers, and the count would lie.
+It speaks to ONE broker with the plain library, never through failover_client, so a test can
+compare what the library under test claims with what the brokers really hold (its AMQP 1.0
+twin is :mod:`._amqp_client`). Sends wait for a STOMP receipt per message: without that a
+SIGKILL loses what was still in socket buffers, and the count would lie.
 
-Waits are on a condition variable fed by the library's I/O thread, not sleeps.
+Waits are on a condition variable fed by the library's I/O thread, not sleeps. stomp.py is
+imported when a client is made, so importing the harness does not need it.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-
-import stomp
-from proton import Data, Link, Message, ProtonException, Timeout, symbol
-from proton.reactor import LinkOption
-from proton.utils import BlockingConnection
 
 from ._errors import ClientError
 from ._model import ReceivedMessage
 
-__all__ = ["Capabilities", "StompSession", "amqp_drain", "amqp_send"]
+__all__ = ["StompClient", "as_bytes"]
 
 
-def _as_bytes(body: object) -> bytes:
+def as_bytes(body: object) -> bytes:
+    """A message body as bytes, whatever type the library handed over."""
     if body is None:
         return b""
     if isinstance(body, bytes):
@@ -40,8 +37,12 @@ def _as_bytes(body: object) -> bytes:
     return repr(body).encode()
 
 
-class _Listener(stomp.ConnectionListener):  # type: ignore[misc]  # untyped base class
-    """Collects what the stomp.py I/O thread reports, under one condition variable."""
+class _Listener:
+    """Collects what the stomp.py I/O thread reports, under one condition variable.
+
+    stomp.py calls a listener's ``on_<frame>`` methods by name, so no base class is needed
+    (and none is imported before stomp.py is).
+    """
 
     def __init__(self, secret: str | None = None) -> None:
         self.cond = threading.Condition()
@@ -68,7 +69,7 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]  # untyped base
             self.cond.notify_all()
 
     def on_error(self, frame: Any) -> None:
-        message, body = frame.headers.get("message", ""), _as_bytes(frame.body)
+        message, body = frame.headers.get("message", ""), as_bytes(frame.body)
         if self._secret:
             # A broker that quotes the CONNECT frame back must not put the passcode in a
             # ClientError (pytest prints those). Before repr(), which would escape it.
@@ -89,11 +90,11 @@ class _Listener(stomp.ConnectionListener):  # type: ignore[misc]  # untyped base
             # STOMP 1.2: a message of a client-ack subscription names its ack id.
             self.ack_with.ack(frame.headers["ack"])
         with self.cond:
-            self.messages.append(ReceivedMessage(_as_bytes(frame.body), dict(frame.headers)))
+            self.messages.append(ReceivedMessage(as_bytes(frame.body), dict(frame.headers)))
             self.cond.notify_all()
 
 
-class StompSession:
+class StompClient:
     """One stomp.py connection with waits that have deadlines.
 
     stomp.py's ``connect(wait=True)`` has no timeout (it blocks for good on a hung broker), so
@@ -106,16 +107,19 @@ class StompSession:
         port: int,
         login: str | None = None,
         passcode: str | None = None,
+        *,
         vhost: str | None = None,
         timeout: float = 5.0,
     ) -> None:
+        import stomp  # noqa: PLC0415 - optional dependency, see the module docstring
+
         self.where = f"stomp://{host}:{port}"
         self._timeout = timeout
         self._listener = _Listener(secret=passcode)
         self.conn = stomp.Connection12(
             [(host, port)],
             heartbeats=(0, 0),
-            reconnect_attempts_max=1,  # this helper never reconnects: a drop is a failure
+            reconnect_attempts_max=1,  # this client never reconnects: a drop is a failure
             auto_decode=False,
             timeout=timeout,
             vhost=vhost,
@@ -127,7 +131,7 @@ class StompSession:
             raise ClientError(f"{self.where}: connect failed: {exc!r}") from exc
         self._wait_for(lambda: self._listener.connected, "CONNECTED")
 
-    def __enter__(self) -> StompSession:
+    def __enter__(self) -> StompClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -253,99 +257,3 @@ class StompSession:
     def messages(self) -> list[ReceivedMessage]:
         with self._listener.cond:
             return list(self._listener.messages)
-
-
-class Capabilities(LinkOption):
-    """Terminus capabilities, e.g. ``queue`` (Artemis then routes ANYCAST, as for a JMS queue)."""
-
-    def __init__(self, *capabilities: str) -> None:
-        self.capabilities = capabilities
-
-    def apply(self, link: Link) -> None:
-        terminus = link.target if link.is_sender else link.source
-        data = terminus.capabilities
-        data.put_array(False, Data.SYMBOL)
-        data.enter()
-        for capability in self.capabilities:
-            data.put_symbol(symbol(capability))
-        data.exit()
-
-
-def amqp_send(
-    url: str,
-    address: str,
-    bodies: Iterable[bytes | str],
-    durable: bool = True,
-    properties: Mapping[str, str] | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    timeout: float = 5.0,
-    capabilities: Sequence[str] = (),
-) -> int:
-    """Send each body and return once each delivery is settled (accepted) by the broker."""
-    conn = _amqp_connect(url, user, password, timeout)
-    count = 0
-    try:
-        sender = conn.create_sender(address, options=Capabilities(*capabilities))
-        for body in bodies:
-            # BlockingSender.send waits for the disposition and raises unless accepted.
-            sender.send(Message(body=body, durable=durable, properties=dict(properties or {})))
-            count += 1
-    except ProtonException as exc:
-        raise ClientError(f"{url}: send to {address} failed after {count}: {exc!r}") from exc
-    finally:
-        conn.close()
-    return count
-
-
-def amqp_drain(
-    url: str,
-    address: str,
-    timeout: float = 5.0,
-    idle: float = 0.5,
-    expect: int | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    capabilities: Sequence[str] = (),
-) -> list[ReceivedMessage]:
-    """Receive and accept messages until ``idle`` s pass without one (see StompSession.collect)."""
-    conn = _amqp_connect(url, user, password, timeout)
-    got: list[ReceivedMessage] = []
-    end = time.monotonic() + timeout
-    try:
-        receiver = conn.create_receiver(address, credit=256, options=Capabilities(*capabilities))
-        while (left := end - time.monotonic()) > 0:
-            need_more = expect is not None and len(got) < expect
-            try:
-                msg = receiver.receive(timeout=left if need_more else min(idle, left))
-            except Timeout:
-                if need_more:
-                    continue
-                break
-            receiver.accept()
-            properties: dict[object, object] = msg.properties or {}
-            headers = {str(k): str(v) for k, v in properties.items()}
-            if msg.id is not None:
-                headers["message-id"] = str(msg.id)
-            headers["durable"] = str(bool(msg.durable)).lower()
-            got.append(ReceivedMessage(_as_bytes(msg.body), headers))
-    except ProtonException as exc:
-        raise ClientError(f"{url}: drain of {address} failed after {len(got)}: {exc!r}") from exc
-    finally:
-        conn.close()
-    return got
-
-
-def _amqp_connect(
-    url: str, user: str | None, password: str | None, timeout: float
-) -> BlockingConnection:
-    try:
-        return BlockingConnection(
-            url,
-            timeout=timeout,
-            user=user,
-            password=password,
-            allowed_mechs="PLAIN" if user else "ANONYMOUS",
-        )
-    except (ProtonException, OSError) as exc:
-        raise ClientError(f"{url}: AMQP open failed: {exc!r}") from exc

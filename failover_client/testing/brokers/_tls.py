@@ -15,13 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import (
-    BestAvailableEncryption,
-    load_pem_private_key,
-    pkcs12,
-)
-
 from ._model import TlsOptions
 
 if TYPE_CHECKING:
@@ -41,6 +34,14 @@ def broker_tls(
     With ``client_ca`` the broker also gets a trust store holding that CA and requires client
     certificates (``need_client_auth``).
     """
+    # A test extra: importing the harness must not need it.
+    from cryptography import x509  # noqa: PLC0415 - optional dependency
+    from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415 - optional
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
     directory.mkdir(parents=True, exist_ok=True)
     password = secrets.token_hex(12)
     leaf = ca.issue_cert(*hostnames)
@@ -65,7 +66,7 @@ def broker_tls(
     keytool = shutil.which("keytool")
     if keytool is None:
         raise FileNotFoundError("keytool not found (it comes with the JRE)")
-    subprocess.run(
+    subprocess.run(  # noqa: S603 - fixed argv, no shell
         [
             keytool,
             "-importcert",

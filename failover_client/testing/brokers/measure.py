@@ -1,7 +1,7 @@
 """Print the harness's own figures: start-up, SIGKILL + restart, memory per broker.
 
-    python -m integration.measure                 # ActiveMQ and RabbitMQ, 3 runs each
-    python -m integration.measure --runs 5 --messages 20000 --only activemq
+    python -m failover_client.testing.brokers.measure        # ActiveMQ and RabbitMQ, 3 runs
+    python -m failover_client.testing.brokers.measure --runs 5 --messages 20000 --only activemq
 
 Each figure is the time from the first signal or spawn until the broker answers its protocol
 handshake (STOMP CONNECTED; for RabbitMQ also an AMQP 1.0 open). Runs use fresh brokers under
@@ -45,6 +45,7 @@ def _kill_restart(cluster: Cluster, index: int) -> float:
 
 
 def measure(kind: BrokerKind, size: int, runs: int, messages: int, root: Path) -> None:
+    """Start, kill and restart ``runs`` clusters of ``kind`` and print the figures."""
     starts: list[float] = []
     restarts: list[float] = []
     loaded: list[float] = []
@@ -73,6 +74,7 @@ def measure(kind: BrokerKind, size: int, runs: int, messages: int, root: Path) -
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry: parse ``argv`` and measure each chosen broker kind."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
