@@ -119,7 +119,7 @@ def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target == "failover_client" or not node.module and node.level:
+            if target == "failover_client" or (not node.module and node.level):
                 # "from failover_client import uri" names submodules: check each name.
                 for alias in node.names:
                     yield node.lineno, f"{target}.{alias.name}"
@@ -145,9 +145,13 @@ def _violations() -> list[str]:
                     continue
                 if LAYERS[other] > LAYERS[own] or (own, other) in FORBIDDEN:
                     found.append(f"{where}:{line}: {own} must not import {target}")
-            elif top not in stdlib and top != "__future__" and own in THIRD_PARTY:
-                if top not in THIRD_PARTY[own]:
-                    found.append(f"{where}:{line}: {own} must not import third-party {top!r}")
+            elif (
+                top not in stdlib
+                and top != "__future__"
+                and own in THIRD_PARTY
+                and top not in THIRD_PARTY[own]
+            ):
+                found.append(f"{where}:{line}: {own} must not import third-party {top!r}")
     return found
 
 

@@ -17,7 +17,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from failover_client._errors import ConfigurationError, ConnectionFailure
-from failover_client.adapter import Connector, Received, Session, SubscriptionSpec
+from failover_client.adapter import (
+    AdvertisedBrokers,
+    Cancel,
+    Connector,
+    Received,
+    Session,
+    SubscriptionSpec,
+)
 from failover_client.uri import BrokerAddress, FailoverURI
 
 from ._common import add_connection_arguments, credentials, parse_target, seconds
@@ -138,13 +145,16 @@ class _Collector:
             self.lost = cause
         self.lost_event.set()
 
+    def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
+        """Not reported: only AMQP brokers advertise lists, and the probe speaks STOMP only."""
+
 
 def _connector(target: FailoverURI, args: argparse.Namespace, env: Environment) -> Connector:
     if env.connector is not None:
         return env.connector
     login, passcode = credentials(args, env)
     try:
-        from failover_client.stomp._session import StompConnector  # noqa: PLC0415 - optional extra
+        from failover_client.stomp import StompConnector  # noqa: PLC0415 - optional extra
     except ImportError as exc:
         raise ConfigurationError(
             "the stomp adapter is not installed: pip install 'failover-client[stomp]'"
@@ -153,13 +163,10 @@ def _connector(target: FailoverURI, args: argparse.Namespace, env: Environment) 
 
 
 def _connected_headers(session: Session) -> Mapping[str, str]:
-    # The CONNECTED frame's headers (server, heart-beat). Read through a public property when
-    # the adapter offers one; the STOMP session keeps them in an attribute for now.
-    for name in ("connected_headers", "_connected_headers"):
-        headers = getattr(session, name, None)
-        if isinstance(headers, Mapping):
-            return headers
-    return {}
+    # The handshake's headers (server, heart-beat) are not part of the adapter interface: the
+    # STOMP session offers them as ``connected_headers``; a session without them shows none.
+    headers = getattr(session, "connected_headers", None)
+    return headers if isinstance(headers, Mapping) else {}
 
 
 def probe_member(
@@ -181,7 +188,7 @@ def probe_member(
     collector = _Collector()
     began = env.clock.monotonic()
     try:
-        session = connector.connect(member, timeout=timeout, listener=collector)
+        session = connector.connect(member, timeout=timeout, listener=collector, cancel=Cancel())
     except ConnectionFailure as exc:
         return ProbeResult(
             str(member), member.protocol, answered=False, error=f"{type(exc).__name__}: {exc}"
