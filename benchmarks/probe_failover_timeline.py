@@ -11,8 +11,8 @@ use and records, as ``time.perf_counter()`` offsets from just before the signal:
 * ``probe EOF``: a bare TCP socket to the killed broker reads EOF/RST (the operating system's
   and the JVM's part; no client can notice sooner);
 * on the session to the killed broker: its I/O thread reads EOF, stomp.py calls
-  ``on_disconnected``, the session's ``_lose`` runs, the manager hears ``on_lost``, and the
-  reconnect loop wakes (``Dialer.lost``);
+  ``on_disconnected``, the session's ``lose`` runs (the step ``_lose``), the connection hears
+  ``on_lost``, and the reconnect loop wakes (``Dialer.lost``);
 * on the session that takes over: dial start, TCP connected, CONNECT written, CONNECTED read,
   ``open`` returned, ``install`` started, the replayed (or next) SEND handed to the session and
   put on the socket, its RECEIPT read, the confirmation callback, and ``send()`` returning.
@@ -56,13 +56,16 @@ from benchmarks._common import (
     warm,
 )
 from failover_client import FailoverConnection
-from failover_client import _manager_core as manager_core
-from failover_client import _manager_dial as manager_dial
-from failover_client import _manager_slot as manager_slot
-from failover_client import _sends as sends
-from failover_client import _stomp as stomp_adapter
-from failover_client import _stomp_transport as stomp_transport
-from integration.brokers import Cluster
+from failover_client.engine import _dial as engine_dial
+from failover_client.engine import _outbox as engine_outbox
+from failover_client.engine import _sender as engine_sender
+from failover_client.engine import _slot as engine_slot
+from failover_client.engine import _state as engine_state
+from failover_client.stomp import _inbound as stomp_inbound
+from failover_client.stomp import _outbound as stomp_outbound
+from failover_client.stomp import _session as stomp_session
+from failover_client.stomp import _transport as stomp_transport
+from failover_client.testing.brokers import Cluster
 
 WARM_QUEUE = "/queue/bench.warmup"
 BODY = b"x" * 128
@@ -170,13 +173,20 @@ def instrument(rec: Recorder) -> None:
         return make
 
     transport = stomp_transport.BoundTransport
-    session = stomp_adapter.StompSession
+    session = stomp_session.StompSession
+    events = stomp_inbound.FrameEvents
 
     def transport_port(self: Any, *_: Any, **__: Any) -> int:
         return int(self._address[1])
 
     def session_port(self: Any, *_: Any, **__: Any) -> int:
         return _session_port(self)
+
+    def events_port(self: Any, *_: Any, **__: Any) -> int:
+        return int(self._state.address.port)
+
+    def state_port(state: Any, *_: Any, **__: Any) -> int:
+        return int(state.address.port)
 
     def receive(original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any) -> Any:
@@ -213,12 +223,14 @@ def instrument(rec: Recorder) -> None:
         return wrapper
 
     _patch(transport, "start_writer", start_writer)
-    _patch(session, "_on_disconnected", before("on_disconnected", session_port))
-    _patch(session, "_lose", before("_lose", session_port))
-    _patch(session, "_on_connected", before("CONNECTED read", session_port))
+    _patch(events, "on_disconnected", before("on_disconnected", events_port))
+    # The inbound and outbound sides import ``lose`` by name: wrap it where each looks it up.
+    _patch(stomp_inbound, "lose", before("_lose", state_port))
+    _patch(stomp_outbound, "lose", before("_lose", state_port))
+    _patch(events, "on_connected", before("CONNECTED read", events_port))
     _patch(session, "open", after("open() returned", session_port))
     _patch(session, "send", before("SEND to session", session_port))
-    _patch(session, "_on_receipt", before("RECEIPT read", session_port))
+    _patch(events, "on_receipt", before("RECEIPT read", events_port))
 
     def slot_port(self: Any, slot: Any, *_: Any, **__: Any) -> int:
         return int(slot.address.port)
@@ -230,10 +242,10 @@ def instrument(rec: Recorder) -> None:
         address = args[0] if args else kwargs["address"]
         return int(address.port)
 
-    _patch(manager_slot.SlotListener, "on_lost", before("on_lost (manager)", listener_port))
-    _patch(manager_dial.Dialer, "lost", before("loop wakes", slot_port))
-    _patch(manager_dial.Dialer, "open", before("dial start", address_port))
-    _patch(manager_core.Core, "install", before("install", slot_port))
+    _patch(engine_slot.SlotListener, "on_lost", before("on_lost (manager)", listener_port))
+    _patch(engine_dial.Dialer, "lost", before("loop wakes", slot_port))
+    _patch(engine_dial.Dialer, "open", before("dial start", address_port))
+    _patch(engine_state.ConnectionState, "install", before("install", slot_port))
 
     def confirmed(original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any, message: Any, slot: Any, error: Any) -> Any:
@@ -243,18 +255,19 @@ def instrument(rec: Recorder) -> None:
 
         return wrapper
 
-    _patch(manager_core.Core, "_confirmed", confirmed)
+    _patch(engine_sender.Sender, "_confirmed", confirmed)
 
     def take_for(original: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, session: Any) -> Any:
-            replay = original(self, session)
+        # The outbox is keyed by the engine's slot, which carries the broker's address.
+        def wrapper(self: Any, slot: Any) -> Any:
+            replay = original(self, slot)
             if replay:
-                rec.mark(f"replay x{len(replay)}", int(session.address.port))
+                rec.mark(f"replay x{len(replay)}", int(slot.address.port))
             return replay
 
         return wrapper
 
-    _patch(sends.Outbox, "take_for", take_for)
+    _patch(engine_outbox.Outbox, "take_for", take_for)
 
 
 # -- the raw probe and the producer ----------------------------------------------------------
