@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import random
-import re
-import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from failover_client._errors import ConfigurationError, PolicyError
+from failover_client._registry import EntryPointFailure, NamedRegistry
 
 from ._base import BrokerPolicy
 from ._ordered import FirstElementPolicy, RoundRobinPolicy
@@ -127,48 +126,41 @@ POLICY_ALIASES: Mapping[str, str] = MappingProxyType(
 )
 """Alternative spellings (Artemis load-balancing class names) -> canonical policy name."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
-_lock = threading.Lock()
-_registered: dict[str, PolicyFactory] = {}
-_entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
-_loaded: dict[str, PolicyFactory] = {}
-
-
-def _discover_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """Entry points of the policy group by name; reads package metadata, imports nothing."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def _plugins_locked() -> dict[str, importlib.metadata.EntryPoint]:
-    global _entry_points  # noqa: PLW0603  # one lazily filled, process-wide cache
-    if _entry_points is None:
-        _entry_points = _discover_entry_points()
-    return _entry_points
+def _broken_entry_point(failure: EntryPointFailure) -> PolicyLoadError:
+    problem = (
+        f"{failure.loaded!r} is not a callable factory"
+        if failure.error is None
+        else failure.error_text
+    )
+    return PolicyLoadError(
+        failure.name, _entry_point_source(failure.entry_point), problem, failure.known
+    )
 
 
-def _known_locked(*, with_plugins: bool) -> list[str]:
-    names = set(_BUILTINS) | set(_registered)
-    if with_plugins:
-        names |= set(_plugins_locked())
-    return sorted(names)
+_REGISTRY: NamedRegistry[PolicyFactory] = NamedRegistry(
+    kind="policy",
+    group=ENTRY_POINT_GROUP,
+    builtins=_BUILTINS,
+    unknown=PolicyError,
+    broken=_broken_entry_point,
+    # An alias is a built-in name too: registering one would silently change what an Artemis
+    # URI means.
+    reserved=POLICY_ALIASES,
+    # "policy name", because what is refused may be an alias: a name, not a policy.
+    builtin_kind="policy name",
+    show_rejected_factory=True,
+)
 
 
 def registered_policies() -> list[str]:
     """Every policy name a URI may use, sorted: built-in, registered and entry-point names."""
-    with _lock:
-        return _known_locked(with_plugins=True)
+    return _REGISTRY.names()
 
 
 def canonical_policy_name(name: str) -> str:
     """Resolve an alias (Artemis class name) to its policy name; PolicyError if unknown."""
-    canonical = POLICY_ALIASES.get(name, name)
-    with _lock:
-        if canonical in _BUILTINS or canonical in _registered:
-            return canonical
-        if canonical in _plugins_locked():
-            return canonical
-        raise PolicyError(name, _known_locked(with_plugins=True))
+    return _REGISTRY.require(POLICY_ALIASES.get(name, name), asked=name)
 
 
 def register_policy(name: str, factory: PolicyFactory, *, replace: bool = False) -> None:
@@ -177,56 +169,17 @@ def register_policy(name: str, factory: PolicyFactory, *, replace: bool = False)
     Built-in names and aliases cannot be replaced; another registered name can with
     ``replace=True``. Raises :class:`ConfigurationError` for a bad or taken name.
     """
-    if not _NAME.fullmatch(name):
-        raise ConfigurationError(
-            f"policy name {name!r} must start with a letter or digit and contain only "
-            "letters, digits, '.', '_' and '-'"
-        )
-    if name in _BUILTINS or name in POLICY_ALIASES:
-        raise ConfigurationError(f"policy name {name!r} is built in and cannot be replaced")
-    if not callable(factory):
-        raise ConfigurationError(f"policy factory for {name!r} is not callable: {factory!r}")
-    with _lock:
-        if name in _registered and not replace:
-            raise ConfigurationError(
-                f"policy {name!r} is already registered; pass replace=True to replace it"
-            )
-        _registered[name] = factory
+    _REGISTRY.register(name, factory, replace=replace)
 
 
 def unregister_policy(name: str) -> None:
     """Remove a policy added with :func:`register_policy`; PolicyError if it is not one."""
-    with _lock:
-        if _registered.pop(name, None) is None:
-            raise PolicyError(name, sorted(_registered))
+    _REGISTRY.unregister(name)
 
 
 def _factory_for(name: str) -> PolicyFactory:
-    canonical = POLICY_ALIASES.get(name, name)
-    with _lock:
-        factory = _BUILTINS.get(canonical) or _registered.get(canonical) or _loaded.get(canonical)
-        if factory is not None:
-            return factory
-        entry_point = _plugins_locked().get(canonical)
-        if entry_point is None:
-            raise PolicyError(name, _known_locked(with_plugins=True))
-        known = _known_locked(with_plugins=True)
-    # Import outside the lock: a plugin's import may itself look policies up.
-    try:
-        loaded = entry_point.load()
-    except Exception as err:
-        raise PolicyLoadError(
-            canonical, _entry_point_source(entry_point), f"{type(err).__name__}: {err}", known
-        ) from err
-    if not callable(loaded):
-        raise PolicyLoadError(
-            canonical,
-            _entry_point_source(entry_point),
-            f"{loaded!r} is not a callable factory",
-            known,
-        )
-    with _lock:
-        return _loaded.setdefault(canonical, loaded)
+    # The unknown-name error shows the alias the user wrote; the load error, the policy's name.
+    return _REGISTRY.factory(POLICY_ALIASES.get(name, name), asked=name)
 
 
 def create_policy(
@@ -278,12 +231,6 @@ def policy_for_options(
     )
 
 
-def _reset_for_tests(
-    entry_points: Mapping[str, importlib.metadata.EntryPoint] | None = None,
-) -> None:
-    """Forget registrations and loaded plugins; optionally pin the entry points (tests only)."""
-    global _entry_points  # noqa: PLW0603  # see _plugins_locked
-    with _lock:
-        _registered.clear()
-        _loaded.clear()
-        _entry_points = dict(entry_points) if entry_points is not None else None
+# Tests forget registrations and loaded plugins, and pin the entry points, through this name;
+# it is the registry's own reset, under the name both registries have always offered tests.
+_reset_for_tests = _REGISTRY.reset

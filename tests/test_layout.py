@@ -32,6 +32,7 @@ SOURCES = {
 # Layer of each part of the package: a module may import its own part and lower layers only.
 LAYERS: dict[str, int] = {
     "failover_client._errors": 0,
+    "failover_client._registry": 0,
     "failover_client.uri": 1,
     "failover_client.policies": 1,
     "failover_client._clock": 2,
@@ -66,6 +67,7 @@ FORBIDDEN |= {
 # Third-party imports each part may make (standard library always allowed).
 THIRD_PARTY: dict[str, set[str]] = {
     "failover_client._errors": set(),
+    "failover_client._registry": set(),
     "failover_client.uri": set(),
     "failover_client.policies": set(),
     "failover_client._clock": set(),

@@ -9,13 +9,11 @@ that is not built in or registered, and an entry point is imported only when it 
 
 from __future__ import annotations
 
-import importlib.metadata
-import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from failover_client._errors import ConfigurationError
+from failover_client._registry import EntryPointFailure, NamedRegistry
 
 from ._base import TopologySource
 from ._file import FileSource
@@ -59,31 +57,29 @@ class TopologySourceError(ConfigurationError):
 
 _BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType({"file": FileSource})
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
-_lock = threading.Lock()
-_registered: dict[str, TopologySourceFactory] = {}
-_entry_points: dict[str, importlib.metadata.EntryPoint] | None = None
-_loaded: dict[str, TopologySourceFactory] = {}
-
-
-def _plugins_locked() -> dict[str, importlib.metadata.EntryPoint]:
-    global _entry_points  # noqa: PLW0603  # one lazily filled, process-wide cache
-    if _entry_points is None:
-        _entry_points = {
-            ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        }
-    return _entry_points
+def _broken_entry_point(failure: EntryPointFailure) -> TopologySourceError:
+    where = f"entry point {failure.entry_point.value!r}"
+    problem = (
+        f"{where} is not a callable factory"
+        if failure.error is None
+        else f"{where}: {failure.error_text}"
+    )
+    return TopologySourceError(failure.name, failure.known, problem)
 
 
-def _known_locked() -> list[str]:
-    return sorted(set(_BUILTINS) | set(_registered) | set(_plugins_locked()))
+_REGISTRY: NamedRegistry[TopologySourceFactory] = NamedRegistry(
+    kind="topology source",
+    group=ENTRY_POINT_GROUP,
+    builtins=_BUILTINS,
+    unknown=TopologySourceError,
+    broken=_broken_entry_point,
+)
 
 
 def registered_topology_sources() -> list[str]:
     """Every topology-source name, sorted: built-in, registered and entry-point names."""
-    with _lock:
-        return _known_locked()
+    return _REGISTRY.names()
 
 
 def register_topology_source(
@@ -94,61 +90,19 @@ def register_topology_source(
     Built-in names cannot be replaced; another registered name can with ``replace=True``.
     Raises :class:`ConfigurationError` for a bad or taken name.
     """
-    if not _NAME.fullmatch(name):
-        raise ConfigurationError(
-            f"topology source name {name!r} must start with a letter or digit and contain only "
-            "letters, digits, '.', '_' and '-'"
-        )
-    if name in _BUILTINS:
-        raise ConfigurationError(f"topology source {name!r} is built in and cannot be replaced")
-    if not callable(factory):
-        raise ConfigurationError(f"topology source factory for {name!r} is not callable")
-    with _lock:
-        if name in _registered and not replace:
-            raise ConfigurationError(
-                f"topology source {name!r} is already registered; pass replace=True to replace it"
-            )
-        _registered[name] = factory
+    _REGISTRY.register(name, factory, replace=replace)
 
 
 def unregister_topology_source(name: str) -> None:
     """Remove a source added with :func:`register_topology_source`."""
-    with _lock:
-        if _registered.pop(name, None) is None:
-            raise TopologySourceError(name, sorted(_registered))
+    _REGISTRY.unregister(name)
 
 
 def topology_source_factory(name: str) -> TopologySourceFactory:
     """The factory registered as ``name``; :class:`TopologySourceError` if there is none."""
-    with _lock:
-        factory = _BUILTINS.get(name) or _registered.get(name) or _loaded.get(name)
-        if factory is not None:
-            return factory
-        entry_point = _plugins_locked().get(name)
-        known = _known_locked()
-    if entry_point is None:
-        raise TopologySourceError(name, known)
-    # Imported outside the lock: a plugin's import may itself look sources up.
-    try:
-        loaded = entry_point.load()
-    except Exception as err:
-        raise TopologySourceError(
-            name, known, f"entry point {entry_point.value!r}: {type(err).__name__}: {err}"
-        ) from err
-    if not callable(loaded):
-        raise TopologySourceError(
-            name, known, f"entry point {entry_point.value!r} is not a callable factory"
-        )
-    with _lock:
-        return _loaded.setdefault(name, loaded)
+    return _REGISTRY.factory(name)
 
 
-def _reset_for_tests(
-    entry_points: Mapping[str, importlib.metadata.EntryPoint] | None = None,
-) -> None:
-    """Forget registrations and loaded plugins; optionally pin the entry points (tests only)."""
-    global _entry_points  # noqa: PLW0603  # see _plugins_locked
-    with _lock:
-        _registered.clear()
-        _loaded.clear()
-        _entry_points = dict(entry_points) if entry_points is not None else None
+# Tests forget registrations and loaded plugins, and pin the entry points, through this name;
+# it is the registry's own reset, under the name both registries have always offered tests.
+_reset_for_tests = _REGISTRY.reset
