@@ -189,3 +189,26 @@ def test_the_users_pytest_example_passes_with_the_shipped_fixtures(tmp_path: Pat
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def _readme_test_snippet() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing your application against real brokers", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "the README lost its example test"
+    return match.group(1)
+
+
+def test_the_readme_example_test_passes_outside_this_repository(tmp_path: Path) -> None:
+    # Run from a directory with no conftest and no ini file, as in a user's own project: the
+    # plugin comes from the installed entry point and --failover-brokers alone switches it on.
+    (tmp_path / "test_orders.py").write_text(_readme_test_snippet(), encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "--failover-brokers", "-p", "no:cacheprovider",
+            f"--basetemp={tmp_path / 'base'}", "-q", "test_orders.py",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
