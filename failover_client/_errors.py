@@ -7,6 +7,8 @@
     |   +-- URIError                a failover URI that does not parse (names text and position)
     |   +-- OptionError             an unknown or ill-typed option (names the nearest valid ones)
     |   +-- PolicyError             an unknown policy name (lists the registered ones)
+    |   |   +-- PolicyLoadError     a policy plugin that failed to load (policies)
+    |   +-- TopologySourceError     an unknown topology source name (topology)
     +-- ConnectionFailure           something went wrong talking to a broker
     |   +-- BrokerUnavailable       one broker could not be reached or handshaken
     |   |   +-- ConnectCancelled    the connect was cut short by its caller (closing)

@@ -161,6 +161,32 @@ def test_dependencies_flow_one_way() -> None:
     assert _violations() == []
 
 
+# Applications of the library use it as a user would: through public modules only. (The demo
+# prints with the CLI's tables, a sibling application's helper.)
+PUBLIC_ONLY = ("failover_client.cli", "failover_client.demo")
+PRIVATE_ALLOWED = ("failover_client.cli._output",)
+
+
+def _private_imports() -> list[str]:
+    found = []
+    for module, path in _modules():
+        own = _part(module)
+        if own not in PUBLIC_ONLY:
+            continue
+        for line, target in _imports(module, path):
+            if not target.startswith("failover_client.") or _part(target) == own:
+                continue
+            if target in PRIVATE_ALLOWED:
+                continue
+            if any(piece.startswith("_") for piece in target.split(".")[1:]):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {own} imports private {target}")
+    return found
+
+
+def test_applications_use_only_the_public_api() -> None:
+    assert _private_imports() == []
+
+
 def test_every_module_belongs_to_a_layer() -> None:
     for module, _ in _modules():
         if module != "failover_client":

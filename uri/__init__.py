@@ -17,6 +17,7 @@ from ._format import format_uri
 from ._model import Component, Dialect, FailoverURI, Form
 from ._options import AttemptUnit, ConfirmMode, FailoverOptions, ServerListAction
 from ._parse import parse
+from ._redact import mask_same_length
 from ._table import (
     ARTEMIS_POLICY_CLASSES,
     BUILTIN_POLICIES,
@@ -48,6 +49,7 @@ __all__ = [
     "dialect_defaults",
     "explain",
     "format_uri",
+    "mask_same_length",
     "option_table_markdown",
     "parse",
 ]

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from failover_client._errors import FailoverClientError, URIError
-from failover_client.uri._redact import mask_same_length
+from failover_client import FailoverClientError, URIError
+from failover_client.uri import mask_same_length
 
 from . import _parse_cmd, _probe_cmd, _receive_cmd, _send_cmd
 from ._env import Environment

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from failover_client._errors import ConfigurationError
-from failover_client.engine._connection import FailoverConnection
+from failover_client import ConfigurationError, FailoverConnection
 from failover_client.uri import FailoverURI, parse
 
 from ._env import PASSCODE_ENV, Environment

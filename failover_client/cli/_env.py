@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from failover_client._clock import Clock, SystemClock
+from failover_client import Clock, SystemClock
 from failover_client.adapter import Connector
 
 __all__ = ["PASSCODE_ENV", "Environment"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from failover_client._errors import (
+from failover_client import (
     ConfigurationError,
     ConnectionClosed,
     ConnectionFailure,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from failover_client._errors import ConfigurationError, ConnectionFailure
+from failover_client import ConfigurationError, ConnectionFailure
 from failover_client.adapter import (
     AdvertisedBrokers,
     Cancel,

@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any, Literal
 
-from failover_client.engine._subscriptions import Message
+from failover_client import Message
 
 from ._common import (
     add_connection_arguments,

@@ -8,8 +8,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from failover_client._errors import SendFailure
-from failover_client.engine._connection import FailoverConnection
+from failover_client import FailoverConnection, SendFailure
 
 from ._common import (
     add_connection_arguments,

@@ -6,21 +6,23 @@ import threading
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from failover_client._clock import Clock
-from failover_client._errors import AllBrokersFailed, ConnectionClosed, FailoverClientError
-from failover_client._events import (
+from failover_client import (
     AckDropped,
+    AllBrokersFailed,
+    Clock,
     Connected,
+    ConnectionClosed,
     Disconnected,
     Event,
     FailedOver,
+    FailoverClientError,
+    FailoverConnection,
     GaveUp,
     HandlerError,
+    Message,
     PriorityRestored,
     TopologyChanged,
 )
-from failover_client.engine._connection import FailoverConnection
-from failover_client.engine._subscriptions import Message
 
 from ._live import View
 from ._record import Recorder

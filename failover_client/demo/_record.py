@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from failover_client._clock import Clock
+from failover_client import Clock
 
 __all__ = ["EventLine", "FailoverTime", "Mark", "Recorder", "Snapshot"]
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from failover_client._clock import Clock, SystemClock
+from failover_client import Clock, FailoverConnection, SystemClock
 from failover_client.cli._output import render_tables
-from failover_client.engine._connection import FailoverConnection
 from failover_client.testing.brokers import Broker, Cluster
 from failover_client.uri import parse
 
