@@ -44,6 +44,7 @@ def test_public_surface_is_pinned():
             "dialect_defaults",
             "explain",
             "format_uri",
+            "mask_same_length",
             "option_table_markdown",
             "parse",
         ]
