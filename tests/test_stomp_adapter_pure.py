@@ -351,7 +351,7 @@ def test_receipts_complete_exactly_once() -> None:
     assert outcomes == [("r2", None), ("r1", rejection), ("r3", lost)]
     assert book.add(lambda e: None) is None
     assert book.closed_by is lost
-    assert repr(book) == "ReceiptBook(outstanding=0, failed)"
+    assert repr(book) == "ReceiptBook(outstanding=0, unknown=0, failed)"
 
 
 def test_discard_tells_whether_the_receipt_was_still_waiting() -> None:

@@ -28,6 +28,7 @@ from failover_client import (
 )
 from failover_client.adapter import Cancel, Received, SubscriptionSpec
 from failover_client.stomp import StompConnector, StompSession
+from failover_client.stomp._teardown import BYE_SILENCE
 
 ADDRESS = BrokerAddress("stomp", "b1", 61613)
 
@@ -378,14 +379,21 @@ def test_sends_with_receipts_confirm_each_once_and_many_may_be_outstanding() -> 
     }
     assert sent[0][2] == b"m0"
     h.transport.play("receipt", {"receipt-id": "fc-2"})
-    h.transport.play("receipt", {"receipt-id": "fc-2"})
+    h.transport.play("receipt", {"receipt-id": "fc-2"})  # answered already: only counted
+    assert session.unknown_receipts == 1
+    assert session.outstanding == 2
     h.transport.play("error", {"receipt-id": "fc-1", "message": "not allowed"})
     assert outcomes[0] == (1, None)
     assert outcomes[1][0] == 0
     assert isinstance(outcomes[1][1], SendRejected)
     assert str(outcomes[1][1]) == "stomp://b1:61613: broker rejected the message: not allowed"
-    assert session.outstanding == 1
-    assert session.is_open  # a rejected send does not end the session
+    # STOMP: the broker closes after an ERROR, so the session ends as well; the send still
+    # unconfirmed fails (the engine replays it), after the rejected one got its answer.
+    assert outcomes[2][0] == 2
+    assert isinstance(outcomes[2][1], BrokerUnavailable)
+    assert session.outstanding == 0
+    assert not session.is_open
+    assert [str(c) for c in h.listener.lost] == ["stomp://b1:61613: broker sent ERROR: not allowed"]
 
 
 def test_send_without_confirmation_requests_no_receipt() -> None:
@@ -423,18 +431,20 @@ def test_loss_fails_outstanding_confirmations_then_calls_on_lost_once() -> None:
     assert len(outcomes) == 2
 
 
-def test_error_without_receipt_is_reported_and_becomes_the_loss_cause(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_error_without_receipt_ends_the_session_with_the_brokers_message() -> None:
     h = Harness()
     session = h.connect()
+    outcomes: list[BaseException | None] = []
+    session.send("/queue/a", b"x", {}, outcomes.append)
     h.transport.play("error", {"message": "Unknown ack"}, b"detail")
-    assert session.is_open
-    assert [str(e) for e in reported(caplog)] == [
+    assert not session.is_open
+    assert h.transport.aborted == 1  # the socket goes, even if the broker keeps it open
+    assert [type(e) for e in outcomes] == [BrokerUnavailable]
+    assert [str(c) for c in h.listener.lost] == [
         "stomp://b1:61613: broker sent ERROR: Unknown ack: detail"
     ]
     h.transport.play("disconnected")
-    assert h.listener.lost == reported(caplog)
+    assert len(h.listener.lost) == 1
 
 
 def test_a_failed_write_raises_and_never_calls_back() -> None:
@@ -532,7 +542,8 @@ def test_close_says_disconnect_fails_leftovers_and_never_calls_on_lost() -> None
     session.close()
     session.close()
     assert h.transport.frames[-1] == ("DISCONNECT", {"receipt": "bye"}, b"")
-    assert h.clock.now == 0.5  # waited for the receipt that the script never sends
+    # Waited for the receipt that the script never sends, while the broker was silent.
+    assert h.clock.now == BYE_SILENCE
     assert h.transport.aborted == 1
     assert [type(e) for e in outcomes] == [BrokerUnavailable]
     assert h.listener.lost == []
@@ -556,6 +567,29 @@ def test_close_returns_as_soon_as_the_disconnect_receipt_arrives() -> None:
     h.transport.transmit = transmit  # type: ignore[method-assign]
     session.close()
     assert h.clock.now == 0.0
+
+
+@pytest.mark.parametrize(("chatty_waits", "expected"), [(3, 4 * BYE_SILENCE), (100, 1.5)])
+def test_close_waits_for_the_receipt_while_the_broker_still_sends(
+    chatty_waits: int, expected: float
+) -> None:
+    h = Harness(close_timeout=1.5)
+    session = h.connect()
+    waits = 0
+    step = h.clock.wait
+
+    def wait(event: threading.Event, timeout: float | None) -> bool:
+        # A busy broker: a byte (a receipt, a message) arrives within each of the first waits.
+        nonlocal waits
+        done = step(event, timeout)
+        waits += 1
+        if waits <= chatty_waits:
+            h.transport.bytes_in(b"\n")
+        return done
+
+    h.clock.wait = wait  # type: ignore[method-assign]
+    session.close()
+    assert h.clock.now == pytest.approx(expected)  # capped by close_timeout when it never ends
 
 
 def test_close_of_a_lost_session_does_not_write() -> None:

@@ -29,7 +29,8 @@ __all__ = ["StompConnector"]
 class StompConnector:
     """Opens STOMP sessions to single brokers for the connection manager.
 
-    :param options: the failover options; read for ``heartbeat`` and the ``tls_*`` settings.
+    :param options: the failover options; read for ``heartbeat``, ``confirm_mode``,
+        ``max_frame_size`` and the ``tls_*`` settings.
     :param login: default STOMP login; a member URI's ``user`` overrides it.
     :param passcode: default passcode (never shown in any message or repr); a member URI's
         password overrides it, and a member that names a user without a password sends none.
@@ -152,6 +153,7 @@ class StompConnector:
                 ssl_context=self._tls_context() if address.tls else None,
                 transport_factory=self._transport_factory,
                 confirm_mode=self._confirm_mode,
+                max_frame_size=self._options.max_frame_size,
             ),
         )
         session.open(timeout, cancel)

@@ -43,7 +43,7 @@ from failover_client.stomp._inbound import FrameEvents
 from failover_client.stomp._outbound import Outbound
 from failover_client.stomp._state import SessionState
 from failover_client.stomp._teardown import release
-from failover_client.stomp._transport import BoundTransport
+from failover_client.stomp._transport import DEFAULT_MAX_FRAME_SIZE, BoundTransport
 
 __all__ = ["ConnectSettings", "Handshake"]
 
@@ -65,12 +65,14 @@ class ConnectSettings:
     ssl_context: ssl.SSLContext | None
     transport_factory: Callable[..., BoundTransport]
     confirm_mode: ConfirmMode
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    """Bytes of one inbound frame at most; a larger one ends the session."""
 
     def __repr__(self) -> str:
         return (
             f"ConnectSettings(login={self.login!r}, heartbeat={self.heartbeat}, "
             f"client_id={self.client_id!r}, tls={self.ssl_context is not None}, "
-            f"confirm_mode={self.confirm_mode})"
+            f"confirm_mode={self.confirm_mode}, max_frame_size={self.max_frame_size})"
         )
 
 
@@ -112,6 +114,8 @@ class Handshake:
             server_hostname=address.host if tls is not None else None,
             on_bytes=self._inbound.on_bytes,
             on_bad_frame=self._inbound.on_bad_frame,
+            max_frame_size=self._settings.max_frame_size,
+            on_frame_too_large=self._inbound.on_frame_too_large,
         )
         transport.override_threading(self._start_io_thread)
         transport.set_listener("failover-client", self._inbound)

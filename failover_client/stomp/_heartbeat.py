@@ -129,6 +129,12 @@ class HeartbeatState:
         with self._lock:
             self._last_received = max(self._last_received, now)
 
+    @property
+    def last_received(self) -> float:
+        """When the broker was last heard from (any byte, or the end of a dispatch)."""
+        with self._lock:
+            return self._last_received
+
     def sent(self, now: float) -> None:
         with self._lock:
             self._last_sent = max(self._last_sent, now)

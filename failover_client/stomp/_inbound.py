@@ -7,8 +7,9 @@ heart-beat watchdog calls :meth:`FrameEvents.on_silence` on its own.
 
 A listener that raises in ``on_message`` does not end the session: the error is logged on the
 ``failover_client.stomp`` logger. An ERROR that names a receipt fails that one send; an ERROR
-about a refused group COMMIT sends the transaction's messages again one by one; any other
-ERROR is logged and becomes the loss cause should the broker close next.
+about a refused group COMMIT sends the transaction's messages again one by one (the session
+goes on, as ActiveMQ's connection does); every other ERROR ends the session, as STOMP says the
+broker's connection ends after one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ _log = logging.getLogger("failover_client.stomp")
 _HANDSHAKE_SNIFF = 32
 """Bytes of the broker's first answer kept to tell a STOMP reply from junk."""
 
+_UNKNOWN_RECEIPT_LOG_INTERVAL = 10.0
+"""Seconds between log lines about RECEIPTs for unknown ids: a flood must not flood the log."""
+
 
 class FrameEvents:
     """The inbound side of one session (stomp.py's I/O thread, and the watchdog)."""
@@ -46,6 +50,7 @@ class FrameEvents:
         self._outbound = outbound
         self._sniffed = b""
         self._sniff_done = False
+        self._next_unknown_log = float("-inf")
 
     # -- stomp.py's listener interface -------------------------------------------------------
 
@@ -83,10 +88,33 @@ class FrameEvents:
         group = state.group
         if group is not None and group.is_ours(receipt):
             outcome = group.committed(receipt)
-            if outcome is not None:
+            if outcome is None:
+                self._unknown_receipt(receipt)
+            else:
                 self._settle(outcome)
             return
-        state.complete(state.receipts.confirm(receipt))
+        completion = state.receipts.confirm(receipt)
+        if completion is None:
+            self._unknown_receipt(receipt)
+        else:
+            state.complete(completion)
+
+    def _unknown_receipt(self, receipt: str) -> None:
+        """Count a RECEIPT that answers nothing; log it at most once per interval."""
+        state = self._state
+        count = state.receipts.note_unknown()
+        now = state.clock.monotonic()
+        if now < self._next_unknown_log:
+            return
+        self._next_unknown_log = now + _UNKNOWN_RECEIPT_LOG_INTERVAL
+        _log.warning(
+            "%s: RECEIPT for %s, which no frame asked for (%d such so far; "
+            "logged at most every %g s)",
+            state.broker,
+            redact(repr(receipt[:40]), state.secrets),
+            count,
+            _UNKNOWN_RECEIPT_LOG_INTERVAL,
+        )
 
     def on_error(self, frame: Any) -> None:
         state = self._state
@@ -106,7 +134,9 @@ class FrameEvents:
             if outcome is not None:
                 # The broker refused the COMMIT (a send in it failed): nothing of it was
                 # stored. Each send goes again alone; the broker's answer then names the one
-                # it refuses. Not an error of the session, so not reported as one.
+                # it refuses. Not an error of the session, so not reported as one, and the
+                # session goes on (ActiveMQ keeps the connection): ending it here would replay
+                # the run on the next broker, where the same send would refuse it again.
                 _log.info(
                     "%s: COMMIT of %d sends refused (%s); sending each again alone",
                     state.broker,
@@ -115,46 +145,47 @@ class FrameEvents:
                 )
                 self._settle(outcome)
                 return
-        if receipt is None and group is not None:
-            # Which send this is about cannot be known: no unanswered transaction may confirm
-            # its sends on the strength of its COMMIT alone.
-            group.unattributed_error()
+        if receipt is None and group is not None and group.unattributed_error() is not None:
+            # A refused SEND inside a transaction carries no receipt; ActiveMQ, the broker
+            # group commit runs on, reports it so and keeps the connection: the oldest
+            # unanswered run is now in doubt and its sends go again alone (see _batch), where
+            # the broker's answer names the one it refuses. Not the end of the session.
+            state.report(self._error_cause(headers, body))
+            return
         if receipt is not None and state.receipts.is_ours(receipt):
             rejection = send_rejection_from_frame(
                 headers, body, broker=state.broker, secrets=state.secrets
             )
-            completion = state.receipts.reject(receipt, rejection)
-            if completion is not None:
-                state.complete(completion)
-                return
-        # Not about one send. STOMP says the broker closes the connection after an ERROR
-        # (RabbitMQ does); ActiveMQ keeps it open after e.g. a bad ACK. Report it now, and use
-        # it as the loss cause should the broker close.
-        error = BrokerUnavailable(
+            state.complete(state.receipts.reject(receipt, rejection))
+        # STOMP says the broker closes the connection after an ERROR (RabbitMQ does). One
+        # that keeps it open (and has turned heart-beats off) would otherwise hold the session
+        # "connected" for good, every send timing out, the next broker never tried. The one
+        # send the ERROR named has its answer; every other unconfirmed send is failed here and
+        # replayed by the engine on the next broker.
+        lose(state, self._error_cause(headers, body))
+
+    def _error_cause(self, headers: dict[str, str], body: Any) -> BrokerUnavailable:
+        state = self._state
+        return BrokerUnavailable(
             f"broker sent ERROR: {broker_error_text(headers, body, state.secrets)}",
             broker=state.broker,
         )
-        with state.lock:
-            state.pending_error = error
-        state.report(error)
 
     def on_disconnected(self) -> None:
         state = self._state
         state.bye.set()
         with state.lock:
-            cause = state.pending_error
             connecting = state.phase == "connecting"
             answered = state.connected_headers is not None
-        if cause is None:
-            detail = ""
-            if connecting and self._sniffed and not answered:
-                detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
-            cause = BrokerUnavailable(
-                "connection closed by the broker"
-                + (" during the handshake" if connecting else "")
-                + detail,
-                broker=state.broker,
-            )
+        detail = ""
+        if connecting and self._sniffed and not answered:
+            detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
+        cause = BrokerUnavailable(
+            "connection closed by the broker"
+            + (" during the handshake" if connecting else "")
+            + detail,
+            broker=state.broker,
+        )
         lose(state, cause)
 
     # stomp.py calls these on every frame; without them it raises and catches AttributeError
@@ -197,6 +228,16 @@ class FrameEvents:
             self._state,
             ProtocolViolation(
                 f"broker sent a {command!r} frame, which STOMP does not define",
+                broker=self._state.broker,
+            ),
+        )
+
+    def on_frame_too_large(self, limit: int) -> None:
+        lose(
+            self._state,
+            ProtocolViolation(
+                f"broker sent a frame larger than maxFrameSize={limit} bytes "
+                "(or a frame that never ends)",
                 broker=self._state.broker,
             ),
         )

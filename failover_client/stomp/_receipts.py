@@ -5,6 +5,10 @@ callback fires exactly once: with ``None`` on RECEIPT, with the rejection on an 
 the receipt, or with the loss cause when the session dies. The book changes its state under a
 lock and *returns* the callbacks to run; the caller runs them outside the lock, so a callback
 that sends again on the same session cannot deadlock.
+
+A RECEIPT for an id the book does not hold (never handed out, or answered already) costs one
+dictionary look-up and is counted in :attr:`ReceiptBook.unknown`: a peer flooding such frames
+is visible in the session's repr without slowing the real confirmations behind them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class ReceiptBook:
         self._waiting: dict[str, ConfirmCallback] = {}
         self._closed_by: BaseException | None = None
         self._lock = threading.Lock()
+        self.unknown = 0
+        """RECEIPTs that named no outstanding receipt (only the I/O thread counts them)."""
 
     def add(self, callback: ConfirmCallback) -> str | None:
         """Register ``callback`` and return the receipt id to put on the frame.
@@ -68,6 +74,11 @@ class ReceiptBook:
         with self._lock:
             callback = self._waiting.pop(receipt, None)
         return None if callback is None else Completion(callback, None)
+
+    def note_unknown(self) -> int:
+        """Count one RECEIPT that named nothing outstanding; the count so far."""
+        self.unknown += 1
+        return self.unknown
 
     def reject(self, receipt: str, error: BaseException) -> Completion | None:
         """The broker refused the frame carrying ``receipt``."""
@@ -100,7 +111,7 @@ class ReceiptBook:
 
     def __repr__(self) -> str:
         state = "failed" if self._closed_by is not None else "open"
-        return f"ReceiptBook(outstanding={self.outstanding}, {state})"
+        return f"ReceiptBook(outstanding={self.outstanding}, unknown={self.unknown}, {state})"
 
 
 def run_all(

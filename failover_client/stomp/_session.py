@@ -130,6 +130,11 @@ class StompSession:
         return self._state.receipts.outstanding
 
     @property
+    def unknown_receipts(self) -> int:
+        """RECEIPTs the broker sent for ids no frame asked for (or answered already)."""
+        return self._state.receipts.unknown
+
+    @property
     def batching(self) -> bool:
         """Whether confirmed sends are group-committed in transactions on this session."""
         return self._state.group is not None
@@ -215,7 +220,9 @@ class StompSession:
         state = self._state
         with state.lock:
             phase = state.phase
+        unknown = state.receipts.unknown
         return (
             f"StompSession(broker={state.broker!r}, state={phase}, version={state.version}, "
-            f"outstanding={state.receipts.outstanding})"
+            f"outstanding={state.receipts.outstanding}"
+            + (f", unknown_receipts={unknown})" if unknown else ")")
         )

@@ -6,7 +6,7 @@ outbound side (``_outbound``, callers' threads, the writer and the watchdog), th
 (``_inbound``, stomp.py's I/O thread and the watchdog) and the teardown (``_teardown``, whoever
 closes or notices the loss).
 
-Locks: ``lock`` guards ``phase``, ``lost_cause``, ``pending_error`` and the handshake's
+Locks: ``lock`` guards ``phase``, ``lost_cause`` and the handshake's
 outcome; ``write_lock`` keeps frames whole and in call order on the socket. Neither is taken
 while the other is held, and no listener is called under either.
 """
@@ -54,7 +54,6 @@ class SessionState:
         "lock",
         "lost_cause",
         "monitor",
-        "pending_error",
         "phase",
         "protocol",
         "receipts",
@@ -89,8 +88,6 @@ class SessionState:
         self.write_lock = threading.Lock()
         self.phase: Phase = "connecting"
         self.lost_cause: BaseException | None = None
-        self.pending_error: ConnectionFailure | None = None
-        """An ERROR about no one send: the loss cause should the broker close next."""
 
         self.handshake_done = threading.Event()
         """Set by CONNECTED, by a failure during the handshake, or by a cancel."""

@@ -2,6 +2,9 @@
 
 * :func:`close` (the engine's ``close()``): DISCONNECT with a receipt when the broker is
   healthy, then :func:`release`; confirmations still outstanding fail; ``on_lost`` is not called.
+  The wait for the receipt ends once the broker has been silent for ``BYE_SILENCE`` (a hung
+  broker never answers; a busy one keeps sending receipts and messages and is waited for up
+  to ``close_timeout``).
 * :func:`lose` (any thread that notices the connection is dead): exactly once per session,
   fail every outstanding confirmation, then call ``on_lost``, then end the threads. During the
   handshake it only records the first cause, which ``open()`` raises.
@@ -23,6 +26,17 @@ _log = logging.getLogger("failover_client.stomp")
 
 _BYE = "bye"
 """The DISCONNECT frame's receipt id."""
+
+BYE_SILENCE = 0.25
+"""Seconds without a byte from the broker after which close() stops waiting for the receipt.
+
+A broker that works answers DISCONNECT within milliseconds, or keeps sending (receipts for
+earlier sends, messages) while it works through a backlog; one that is hung (SIGSTOP, a full
+disk) sends nothing, and waiting the whole ``close_timeout`` for it only delays the
+application's close. What the DISCONNECT receipt adds is that fire-and-forget frames written
+before were handled; frames already handed to the socket still reach a broker that wakes up,
+and no send with a confirmation depends on it (those fail with BrokerUnavailable on close).
+"""
 
 
 def close(state: SessionState) -> None:
@@ -62,11 +76,28 @@ def _say_goodbye(state: SessionState) -> None:
         state.write_lock.release()
     if threading.current_thread() is not transport.io_thread:
         # The receipt also means every frame queued before DISCONNECT was written.
-        state.clock.wait(state.bye, state.close_timeout)
+        _await_bye(state)
     else:
         # From the I/O thread itself the receipt could never be read: only let the writer put
         # what is queued on the socket before the abort.
         transport.flush(state.close_timeout)
+
+
+def _await_bye(state: SessionState) -> None:
+    """Wait for the DISCONNECT receipt while the broker shows life, up to ``close_timeout``."""
+    clock = state.clock
+    now = clock.monotonic()
+    deadline = now + state.close_timeout
+    asked = now
+    while True:
+        beats = state.heartbeat
+        heard = max(asked, beats.last_received if beats is not None else asked)
+        # Each wake-up (the receipt, or the silence limit) re-reads when the broker last sent
+        # a byte: bytes that arrived meanwhile push the limit on, never past the deadline.
+        until = min(deadline, heard + BYE_SILENCE)
+        remaining = until - clock.monotonic()
+        if remaining <= 0 or clock.wait(state.bye, remaining):
+            return
 
 
 def release(state: SessionState) -> None:

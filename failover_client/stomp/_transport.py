@@ -16,6 +16,14 @@ Two more hooks:
   read as "no data yet" and would spin on a closed connection.
 * ``process_frame`` reports frames whose command STOMP does not define.
 
+A cap on one inbound frame (``max_frame_size``, header block and body): stomp.py reads until
+it sees a NUL and keeps everything it read, so a peer that never ends a frame would grow
+memory without bound (and, since bytes keep arriving, the heart-beat watchdog never fires).
+``receive`` counts the bytes read since the last frame ended and ``process_frame`` resets the
+count to what stomp.py keeps of the next, unfinished frame: two integer operations per chunk
+and per frame, never a rescan of the buffer. Over the limit, ``on_frame_too_large`` is told
+and the I/O loop ends; ``cleanup`` drops the buffer, so a closed connection keeps none.
+
 Writes: the session hands frames it encoded itself to ``write_encoded`` (other frames come
 through stomp.py's ``transmit``). On a plain TCP socket, once
 :meth:`BoundTransport.start_writer` has run, ``send`` (the last step of both) only queues the
@@ -46,6 +54,9 @@ __all__ = ["BoundTransport"]
 
 _RECV_BYTES = 16384
 
+DEFAULT_MAX_FRAME_SIZE = 104_857_600
+"""Bytes of one inbound frame at most (ActiveMQ's own ``maxFrameSize`` default, 100 MiB)."""
+
 _SERVER_FRAMES = frozenset({"connected", "message", "receipt", "error", "heartbeat"})
 
 
@@ -72,6 +83,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         on_bytes: Callable[[bytes], None],
         on_bad_frame: Callable[[str], None],
         resolver: Resolver = socket.getaddrinfo,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        on_frame_too_large: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(
             host_and_ports=[(host, port)],
@@ -96,6 +109,10 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         )
         self._on_bytes = on_bytes
         self._on_bad_frame = on_bad_frame
+        self._max_frame = max_frame_size
+        self._on_frame_too_large = on_frame_too_large
+        self._unframed = 0
+        """Bytes read since the last complete frame (an upper bound of the open frame's size)."""
         self._stage: str | None = None
         self._writer: FrameWriter | None = None
 
@@ -257,6 +274,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         except (OSError, AttributeError):  # reset, closed under us, or socket already None
             data = b""
         if data:
+            unframed = self._unframed + len(data)
+            self._unframed = unframed
+            if unframed > self._max_frame and self._too_large(data, unframed):
+                # b"" ends stomp.py's read at once (its loop sees "connection over"), so the
+                # chunks of the open frame it gathered are dropped, not parsed.
+                self.running = False
+                return b""
             self._on_bytes(data)
         elif not self.blocking:
             # TLS end of file: stomp.py reads an empty TLS read as "no data yet" and would
@@ -264,7 +288,33 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             self.running = False
         return data
 
+    def _too_large(self, data: bytes, unframed: int) -> bool:
+        """Whether the open frame is over the limit (rare path: only past the limit).
+
+        The frame may still end inside ``data``: it is within the limit when a NUL comes
+        early enough. (A NUL inside a ``content-length`` body can pass for that end; the
+        count is not reset by it, so the next chunk is judged again: the overshoot is at most
+        one chunk.)
+        """
+        room = self._max_frame - (unframed - len(data))  # bytes the open frame may still take
+        if room >= 0 and data.find(b"\x00", 0, room + 1) >= 0:
+            return False
+        limit = self._max_frame
+        report = self._on_frame_too_large
+        if report is not None:
+            report(limit)
+        return True
+
+    def cleanup(self) -> None:
+        # stomp.py clears its receive buffer only on some paths (not when the loop was
+        # stopped from outside first): a closed connection must not keep an open frame alive.
+        self._BaseTransport__recvbuf = b""
+        self._unframed = 0
+        super().cleanup()
+
     def process_frame(self, f: Any, frame_str: bytes) -> None:
+        # stomp.py has cut this frame off its buffer; what it keeps is the next frame's start.
+        self._unframed = len(self._BaseTransport__recvbuf)
         command = str(f.cmd).lower()
         if command not in _SERVER_FRAMES:
             self._on_bad_frame(str(f.cmd)[:40])
