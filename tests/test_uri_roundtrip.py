@@ -65,7 +65,9 @@ def _value_strategy(spec: OptionSpec) -> st.SearchStrategy[str]:
     if kind == "bool":
         return st.sampled_from(["true", "false", "TRUE"])
     if kind == "ms":
-        return st.integers(0, 10**7).map(str)
+        # A zero connect deadline would fail every connect, so options validation refuses it.
+        lowest = 1 if "connect_timeout" in spec.fields else 0
+        return st.integers(lowest, 10**7).map(str)
     if kind in ("timeout_ms", "check_period", "count"):
         return st.integers(-1, 10**6).map(str)
     if kind == "int":

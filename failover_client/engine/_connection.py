@@ -26,6 +26,14 @@ from failover_client._errors import ConfigurationError, ConnectionClosed
 from failover_client._events import Event, Listener, ListenerSet, TopologyChanged
 from failover_client.adapter import AckMode, AdvertisedBrokers, Connector, Received
 from failover_client.engine._adapters import connector_for
+from failover_client.engine._arguments import (
+    check_callable,
+    check_construction,
+    check_send,
+    check_subscribe,
+    check_target,
+    check_update,
+)
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._loop import ReconnectLoop
@@ -107,6 +115,7 @@ class FailoverConnection:
         tiers: Mapping[str, int] | None = None,
         address_map: AddressMap | None = None,
     ) -> None:
+        check_construction(options, client_id, listeners, tiers)
         members, parsed_options = _resolve(target)
         options = options or parsed_options
         if heartbeat is not None:
@@ -118,6 +127,7 @@ class FailoverConnection:
         number = next(_numbers)
         self._listeners = ListenerSet()
         for listener in listeners:
+            check_callable("listener", listener)
             self._listeners.add(listener)
         self._dispatcher = Dispatcher(f"failover-client-dispatch-{number}")
         self._state = ConnectionState(
@@ -260,9 +270,13 @@ class FailoverConnection:
         best-effort while its bytes fit ``max_cache_size`` (oldest evicted first). An untracked
         fire-and-forget message is never re-sent, so it carries no ``failover-message-id``
         header unless ``message_id`` is given.
+
+        ``timeout=0`` means "do not wait": with ``confirm=False`` SendTimeout at once (nothing
+        written) when not connected; a ConfigurationError for a confirmed send, which must wait.
+        Wrong arguments raise ConfigurationError before anything is written.
         """
-        data = _bytes(body)
-        deadline = self._sender.deadline(timeout)
+        data = check_send(destination, body, headers, message_id)
+        deadline = self._sender.deadline(timeout, confirmed=confirm)
         if not confirm:
             kind: Literal["tracked", "untracked"] = (
                 "tracked" if self._options.track_messages else "untracked"
@@ -293,10 +307,12 @@ class FailoverConnection:
         Raises what :meth:`send` raises before the write. The future fails with SendRejected,
         ConnectionClosed (closed first) or AllBrokersFailed (the reconnect loop gave up);
         futures cannot be cancelled. Its callbacks run on an adapter thread: keep them short.
+        ``timeout`` bounds only the wait before the write (0: fail at once, nothing written).
         """
+        data = check_send(destination, body, headers, message_id)
         message = self._sender.submit(
             destination,
-            _bytes(body),
+            data,
             headers,
             message_id=message_id,
             kind="confirmed",
@@ -329,7 +345,9 @@ class FailoverConnection:
         ``HandlerError`` event and the message is not acknowledged. With ``client`` /
         ``client-individual`` acks, call ``message.ack()``; an ack for a message whose session
         has died is dropped (``AckDropped``) and the broker redelivers the message.
+        Wrong arguments raise ConfigurationError and register nothing.
         """
+        check_subscribe(destination, handler, ack=ack, id=id, durable=durable_name, headers=headers)
         return self._state.subscribe(
             destination,
             handler,
@@ -343,6 +361,7 @@ class FailoverConnection:
 
     def add_listener(self, listener: Listener) -> None:
         """Receive every event (on the dispatch thread); exceptions are isolated."""
+        check_callable("listener", listener)
         self._listeners.add(listener)
 
     def remove_listener(self, listener: Listener) -> None:
@@ -365,6 +384,7 @@ class FailoverConnection:
         ``action`` defaults to ``options.server_list_action``. Emits ``TopologyChanged``.
         Safe from any thread.
         """
+        check_update(source, action)
         chosen = action or self._options.server_list_action
         delta = self.pool.merge(update, chosen, source=source, now=self._clock.monotonic())
         if delta.changed:
@@ -462,6 +482,7 @@ class FailoverConnection:
 def _resolve(
     target: str | FailoverTarget | Sequence[BrokerAddress],
 ) -> tuple[tuple[BrokerAddress, ...], FailoverOptions]:
+    check_target(target)
     if isinstance(target, str):
         # Policies registered by other packages (entry points) are valid names in a URI too.
         parsed = parse(target, policies=registered_policies())
@@ -476,7 +497,3 @@ def _resolve(
             members.append(member)
         return tuple(members), FailoverOptions()
     return tuple(target.members), target.options
-
-
-def _bytes(body: bytes | str) -> bytes:
-    return body.encode("utf-8") if isinstance(body, str) else bytes(body)

@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from failover_client._errors import ConnectionFailure, SendTimeout
+from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._slot import Slot
 
@@ -48,15 +49,27 @@ class Sender:
         self._cond = state.cond
         self._stats = state.stats
         self._clock = state.clock
-        self._timeout = options.timeout
+        # Infinity becomes None (forever); a NaN, which FailoverOptions lets through, is refused.
+        self._timeout = check_timeout(options.timeout, name="options.timeout")
         self._usable = state.USABLE
         self._terminal = state.TERMINAL
         self._message_ids = message_ids
         self.outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
 
-    def deadline(self, timeout: float | Unset | None) -> float | None:
-        """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout)."""
-        seconds = self._timeout if isinstance(timeout, Unset) else timeout
+    def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> float | None:
+        """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout).
+
+        Raises ConfigurationError for a negative, NaN or non-numeric ``timeout``, and for 0
+        when ``confirmed`` (the call would wait for a confirmation): 0 means "do not wait", and
+        a confirmed send that timed out at once would report a failure for a message it had
+        already written. Infinity means forever.
+        """
+        if timeout is UNSET:
+            seconds = self._timeout  # validated when the connection was built
+        else:
+            seconds = check_timeout(timeout)
+            if seconds == 0 and confirmed:
+                raise refuse_zero_timeout_for_confirmed_send()
         return None if seconds is None else self._clock.monotonic() + seconds
 
     def headers_for(
@@ -232,7 +245,8 @@ class Sender:
                 # The caller gets the error, so the message is no longer replayed; it may
                 # still reach the broker (a retry by the caller can duplicate it).
                 error = SendTimeout(
-                    f"send to {message.destination} not confirmed in time",
+                    f"send to {message.destination} not confirmed in time (it was written, so "
+                    "the broker may still store it)",
                     message_id=message.message_id,
                 )
                 future.set_exception(error)

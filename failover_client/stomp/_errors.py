@@ -12,6 +12,7 @@ import re
 import socket
 import ssl
 from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, urlsplit
 
 from failover_client._errors import (
     AuthenticationFailed,
@@ -36,6 +37,17 @@ _AUTH_PATTERN = re.compile(
     r"password|access refused|access denied|securityexception|not authori[sz]ed|"
     r"unauthori[sz]ed|authenticat|credentials|unable to validate user|login failed",
     re.IGNORECASE,
+)
+
+# RabbitMQ's STOMP adapter reads the CONNECT ``host`` header as the virtual host and answers a
+# vhost it cannot grant with this body (under "Bad CONNECT"); a ``server: RabbitMQ/<version>``
+# header, where a frame carries one, names it too.
+_RABBITMQ_VHOST = re.compile(r"virtual host '[^']*' access denied", re.IGNORECASE)
+
+_RABBITMQ_HINT = (
+    " (RabbitMQ takes the virtual host from the CONNECT host header, which is the broker's"
+    " host name unless the member sets one: add ?vhost=/ for the default virtual host, or"
+    " ?vhost=<name>)"
 )
 
 _MAX_TEXT = 300
@@ -89,8 +101,23 @@ def connect_error_from_frame(
     # (Before redaction: a passcode that happens to be "password" must not hide the reason.)
     raw = broker_error_text(headers, body)
     if _AUTH_PATTERN.search(raw):
-        return AuthenticationFailed(f"broker refused the credentials: {text}", broker=broker)
+        # A RabbitMQ vhost refusal reads like a credentials problem; say what to change.
+        hint = _RABBITMQ_HINT if _rabbitmq(headers, raw) and _vhost_of(broker) is None else ""
+        return AuthenticationFailed(f"broker refused the credentials: {text}{hint}", broker=broker)
     return BrokerUnavailable(f"broker refused the connection: {text}", broker=broker)
+
+
+def _rabbitmq(headers: Mapping[str, str], text: str) -> bool:
+    return headers.get("server", "").startswith("RabbitMQ/") or bool(_RABBITMQ_VHOST.search(text))
+
+
+def _vhost_of(broker: str) -> str | None:
+    """The ``vhost`` param of a member, read from its (redacted) URI, the form ``broker`` has."""
+    try:
+        query = urlsplit(broker).query
+    except ValueError:
+        return None
+    return dict(parse_qsl(query, keep_blank_values=True)).get("vhost")
 
 
 def send_rejection_from_frame(
