@@ -46,6 +46,12 @@ def test_priority_uris_name_the_preferred_tier_and_overrides_win():
     }
 
 
+def test_override_keys_name_brokers_without_case_as_pool_keys_do():
+    # A hand-written key in another case or IPv6 spelling still names the member.
+    tiers = tiers_for((A, B), FailoverOptions(), {"A:61613": 2, "[0:0::1]:61613": 1})
+    assert tiers == {"a:61613": 2, "b:61613": 0, "[::1]:61613": 1}
+
+
 def test_plan_balances_inside_each_tier_best_tier_first():
     assert plan([[A, B], [C]], Reverse()) == [B, A, C]
 

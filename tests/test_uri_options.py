@@ -73,7 +73,15 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "callFailoverTimeout": ("5000", {}),
     "confirmationWindowSize": ("1048576", {}),
     "refreshTimeout": ("5000", {}),
-    "initialWaitTimeout": ("2000", {}),
+    "discoveryInitialWaitTimeout": ("2000", {}),
+    "HA": ("true", {"ha": True}),
+    "clientID": ("app1", {"client_id": "app1"}),
+    "user": ("app", {}),
+    "password": ("s3cret", {}),
+    "trackTransactionProducers": ("false", {}),
+    "jms.userName": ("app", {}),
+    "jms.username": ("app", {}),
+    "jms.password": ("s3cret", {}),
     # Qpid JMS
     "failover.initialReconnectDelay": ("25", {"initial_reconnect_delay": 0.025}),
     "failover.reconnectDelay": ("20", {"reconnect_delay": 0.02}),
@@ -90,6 +98,7 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "heartbeat": ("500,750", {"heartbeat": (500, 750)}),
     "reconnectJitter": ("0.25", {"reconnect_jitter": 0.25}),
     "confirmWindow": ("64", {"confirm_window": 64}),
+    "maxFrameSize": ("1048576", {"max_frame_size": 1_048_576}),
     "confirmMode": ("Transaction", {"confirm_mode": "transaction"}),
     "policy": ("rendezvous", {"policy": "rendezvous"}),
     "clientId": ("worker-7", {"client_id": "worker-7"}),
@@ -140,7 +149,15 @@ BAD: dict[str, str] = {
     "callFailoverTimeout": "soon",
     "confirmationWindowSize": "1MB",
     "refreshTimeout": "-1",
-    "initialWaitTimeout": "x",
+    "discoveryInitialWaitTimeout": "x",
+    "HA": "sometimes",
+    "clientID": "",
+    "user": "",
+    "password": "",
+    "trackTransactionProducers": "maybe",
+    "jms.userName": "",
+    "jms.username": "",
+    "jms.password": "",
     "failover.initialReconnectDelay": "-10",
     "failover.reconnectDelay": "ten",
     "failover.maxReconnectDelay": "30s",
@@ -155,6 +172,7 @@ BAD: dict[str, str] = {
     "heartbeat": "1,2,3",
     "reconnectJitter": "1.5",
     "confirmWindow": "0",
+    "maxFrameSize": "0",
     "confirmMode": "batch",
     "policy": "my.module:Policy",
     "clientId": "",
@@ -208,9 +226,9 @@ def test_recorded_only_options_are_kept_as_passthrough(name):
 
 
 def test_udp_discovery_parameters_stay_on_the_agent():
-    uri = parse("udp://231.7.7.7:9876?refreshTimeout=5000&initialWaitTimeout=2000&ha=true")
+    uri = parse("udp://231.7.7.7:9876?refreshTimeout=5000&discoveryInitialWaitTimeout=2000&ha=true")
     (agent,) = uri.agents
-    assert agent.params == (("refreshTimeout", "5000"), ("initialWaitTimeout", "2000"))
+    assert agent.params == (("refreshTimeout", "5000"), ("discoveryInitialWaitTimeout", "2000"))
     assert (agent.host, agent.port) == ("231.7.7.7", 9876)
     assert uri.options.ha is True
 

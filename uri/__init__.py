@@ -9,7 +9,7 @@ Installed as ``failover_client.uri``. Pure: no I/O, no third-party imports.
 
 from __future__ import annotations
 
-from ._address import DEFAULT_PORTS, SCHEMES, BrokerAddress
+from ._address import DEFAULT_PORTS, SCHEMES, BrokerAddress, broker_key
 from ._agent import AGENT_SCHEMES, DiscoveryAgent
 from ._build import build, dialect_defaults
 from ._explain import ExplainRow, explain
@@ -17,7 +17,7 @@ from ._format import format_uri
 from ._model import Component, Dialect, FailoverURI, Form
 from ._options import AttemptUnit, ConfirmMode, FailoverOptions, ServerListAction
 from ._parse import parse
-from ._redact import mask_same_length
+from ._redact import Pairs, mask_same_length
 from ._table import (
     ARTEMIS_POLICY_CLASSES,
     BUILTIN_POLICIES,
@@ -44,7 +44,9 @@ __all__ = [
     "FailoverURI",
     "Form",
     "OptionSpec",
+    "Pairs",
     "ServerListAction",
+    "broker_key",
     "build",
     "dialect_defaults",
     "explain",

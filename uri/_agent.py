@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._redact import MASK, is_secret_key
+from ._redact import MASK, Pairs, is_secret_key
 
 __all__ = ["AGENT_SCHEMES", "DiscoveryAgent"]
 
@@ -31,6 +31,10 @@ class DiscoveryAgent:
     scheme: str
     location: str
     params: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, Pairs):
+            object.__setattr__(self, "params", Pairs(self.params))
 
     @property
     def host(self) -> str | None:

@@ -19,6 +19,7 @@ from ._query import (
     build_member,
     dialect_defaults,
 )
+from ._redact import Pairs
 from ._scan import Pair, RawAgent, RawComposite, RawMember, RawNode
 
 __all__ = ["build", "build_raw", "dialect_defaults"]
@@ -52,6 +53,7 @@ def build(
     ``form="single"`` pass one member (its params and ``query`` are the one query); for an
     Artemis ``udp://`` group pass ``form="discovery", dialect="artemis"`` and one agent.
     """
+    query = query.reveal() if isinstance(query, Pairs) else query
     if form == "single":
         if len(components) != 1 or not isinstance(components[0], BrokerAddress):
             raise URIError("a single-member URI has exactly one BrokerAddress")
@@ -79,19 +81,21 @@ def _raw(component: Component) -> RawNode:
         None,
         component.form,
         [_raw(c) for c in component.components],
-        [Pair(k, v) for k, v in component.query],
+        [Pair(k, v) for k, v in _clear(component.query)],
     )
 
 
 def _raw_member(member: BrokerAddress) -> RawMember:
-    params = [Pair(k, v) for k, v in member.params]
+    params = [Pair(k, v) for k, v in _clear(member.params)]
     return RawMember(
         None, member.scheme, member.host, member.port, member.user, member.password, params
     )
 
 
 def _raw_agent(agent: DiscoveryAgent) -> RawAgent:
-    return RawAgent(None, agent.scheme, agent.location, [Pair(k, v) for k, v in agent.params])
+    return RawAgent(
+        None, agent.scheme, agent.location, [Pair(k, v) for k, v in _clear(agent.params)]
+    )
 
 
 # --- the builder ---------------------------------------------------------------------------------
@@ -126,6 +130,7 @@ class _Builder:
             member.password,
             tuple((p.key, p.value) for p in read.leftovers),
         )
+        effective = self.credentials(read, [effective])[0]
         return FailoverURI(
             form="single",
             dialect=dialect,
@@ -185,7 +190,17 @@ class _Builder:
         if read.leftovers:
             defaults = _pairs(read.leftovers)
             members = [_default(m, defaults) for m in members]
+        members = self.credentials(read, members)
         options = read.options
+        if not components and (form != "failover" or options.update_uris_url is None):
+            # ActiveMQ reads the whole list from updateURIsURL when the parentheses are empty.
+            text, pos = self.ctx.text, node.pos
+            inside = None if text is None or pos is None else text.find("(", pos) + 1
+            raise self.ctx.error(
+                f"empty member: a {form} list needs at least one (only "
+                f"failover:()?updateURIsURL=... may be empty)",
+                inside,
+            )
         if form == "masterslave":
             options = self.masterslave(node, options)
         return FailoverURI(
@@ -203,11 +218,15 @@ class _Builder:
     def check_shape(self, node: RawComposite, form: Form, components: list[Component]) -> None:
         if form not in ("failover", "static", "masterslave", "discovery", "artemis"):
             raise self.ctx.error(f"unknown composite {form!r}", node.pos)
-        if not components:
-            raise self.ctx.error(f"{form} list is empty", node.pos)
         if form == "discovery":
-            if not all(isinstance(c, DiscoveryAgent) for c in components):
-                raise self.ctx.error("discovery:(...) lists discovery agents only", node.pos)
+            # Classic also takes a static:(...) list as the agent (its SimpleDiscoveryAgent).
+            if not all(
+                isinstance(c, DiscoveryAgent) or (isinstance(c, FailoverURI) and c.form == "static")
+                for c in components
+            ):
+                raise self.ctx.error(
+                    "discovery:(...) lists discovery agents or a static:(...) list only", node.pos
+                )
             return
         for component, raw in zip(components, node.components, strict=True):
             if isinstance(component, DiscoveryAgent):
@@ -245,6 +264,19 @@ class _Builder:
             randomize=False, sources=(*options.sources, ("randomize", "masterslave:"))
         )
 
+    def credentials(self, read: QueryOptions, members: list[BrokerAddress]) -> list[BrokerAddress]:
+        """Shared ``user``/``password`` options: the credentials of members without userinfo."""
+        if read.user is None and read.password is None:
+            return members
+        user = None if read.user is None else read.user.value
+        password = None if read.password is None else read.password.value
+        return [
+            m
+            if m.user is not None
+            else BrokerAddress(m.scheme, m.host, m.port, user, password, m.params)
+            for m in members
+        ]
+
     # --- leaves --------------------------------------------------------------------------------
 
     def member(self, node: RawMember, *, params: bool) -> BrokerAddress:
@@ -278,6 +310,11 @@ def _pairs(pairs: Sequence[Pair]) -> tuple[tuple[str, str], ...]:
     return tuple((p.key, p.value) for p in pairs)
 
 
+def _clear(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``pairs`` with secret values in clear (a parsed value holds them masked)."""
+    return pairs.reveal() if isinstance(pairs, Pairs) else pairs
+
+
 def _with_params(member: BrokerAddress, params: tuple[tuple[str, str], ...]) -> BrokerAddress:
     return BrokerAddress(
         member.scheme, member.host, member.port, member.user, member.password, params
@@ -286,8 +323,8 @@ def _with_params(member: BrokerAddress, params: tuple[tuple[str, str], ...]) -> 
 
 def _override(member: BrokerAddress, nested: Sequence[tuple[str, str]]) -> BrokerAddress:
     """Classic / Qpid JMS ``nested.*``: the shared value replaces the member's own."""
-    params = dict(member.params)
-    params.update(nested)
+    params = dict(_clear(member.params))
+    params.update(_clear(tuple(nested)))
     return _with_params(member, tuple(params.items()))
 
 
@@ -295,4 +332,4 @@ def _default(member: BrokerAddress, shared: tuple[tuple[str, str], ...]) -> Brok
     """Artemis shared options: a default that the member's own value beats."""
     own = {k for k, _ in member.params}
     extra = tuple((k, v) for k, v in shared if k not in own)
-    return _with_params(member, member.params + extra) if extra else member
+    return _with_params(member, _clear(member.params) + extra) if extra else member

@@ -41,7 +41,7 @@ def _applies(spec: OptionSpec, uri: FailoverURI) -> bool:
     if uri.dialect not in spec.systems and "failover-client" not in spec.systems:
         return False
     udp = uri.form == "discovery" and uri.dialect == "artemis"
-    return spec.applies_to == "uri" or udp
+    return spec.applies_to != "discovery" or udp
 
 
 def explain(uri: FailoverURI) -> list[ExplainRow]:

@@ -7,14 +7,15 @@ from urllib.parse import quote
 from ._address import BrokerAddress
 from ._agent import DiscoveryAgent
 from ._model import Component, FailoverURI
-from ._redact import MASK, is_secret_key
+from ._redact import MASK, Pairs, is_secret_key
 
 __all__ = ["format_uri"]
 
 # Characters left as they are. The shared query of the whole URI runs to the end of the text, so
-# commas may stay (``heartbeat=500,500``); inside a list a comma would end the member.
-_SAFE_TOP = "-._~:/@!$'*+,[]?"
-_SAFE_INNER = "-._~:/@!$'*+[]?"
+# commas may stay (``heartbeat=500,500``); inside a list a comma would end the member. A ``+`` is
+# escaped: the Java clients, and our parser, read a bare one in a query as a space.
+_SAFE_TOP = "-._~:/@!$'*,[]?"
+_SAFE_INNER = "-._~:/@!$'*[]?"
 _SAFE_LOCATION = "-._~:/@!$'*+=[]"
 
 
@@ -54,7 +55,7 @@ def _member(member: BrokerAddress, *, redact: bool, top: bool) -> str:
         if member.password is not None:
             userinfo += ":" + (MASK if redact else quote(member.password, safe=""))
         userinfo += "@"
-    return f"{member.scheme}://{userinfo}{member.key}" + _query(
+    return f"{member.scheme}://{userinfo}{member.authority}" + _query(
         member.params, redact=redact, top=top
     )
 
@@ -67,6 +68,8 @@ def _agent(agent: DiscoveryAgent, *, redact: bool, top: bool) -> str:
 def _query(pairs: tuple[tuple[str, str], ...], *, redact: bool, top: bool) -> str:
     if not pairs:
         return ""
+    if isinstance(pairs, Pairs):
+        pairs = pairs.reveal()
     safe = _SAFE_TOP if top else _SAFE_INNER
     parts = []
     for key, value in pairs:

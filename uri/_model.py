@@ -8,6 +8,7 @@ from typing import Literal, TypeAlias
 from ._address import BrokerAddress
 from ._agent import DiscoveryAgent
 from ._options import Dialect, FailoverOptions
+from ._redact import Pairs
 
 __all__ = ["Component", "Dialect", "FailoverURI", "Form"]
 
@@ -29,7 +30,8 @@ class FailoverURI:
       here carries only its *own* query; a nested composite is a nested ``FailoverURI``; a
       discovery agent is a :class:`DiscoveryAgent` (kept, not resolved).
     - ``query``: the shared options as written, in order, decoded (``nested.*``, ``jms.*``
-      and all).
+      and all). Secret values read ``***``; ``query.reveal()`` / ``query.secret(name)`` give
+      them in clear (as for ``nested``, ``passthrough`` and each member's ``params``).
 
     What it means (derived from the above by the parser):
 
@@ -54,6 +56,17 @@ class FailoverURI:
     agents: tuple[DiscoveryAgent, ...] = ()
     nested: tuple[tuple[str, str], ...] = ()
     passthrough: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Whatever built this value, secrets reach callers only through ``reveal``/``secret``.
+        for name in ("query", "nested", "passthrough"):
+            value = getattr(self, name)
+            if not isinstance(value, Pairs):
+                object.__setattr__(self, name, Pairs(value))
+
+    def secret(self, name: str, default: str | None = None) -> str | None:
+        """The clear value of shared option ``name`` (e.g. ``trustStorePassword``); never log it."""
+        return Pairs(self.query).secret(name, default)
 
     def __str__(self) -> str:
         """The URI with passwords and secret options shown as ``***``."""

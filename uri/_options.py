@@ -49,6 +49,11 @@ def _non_negative(name: str, value: float) -> None:
         raise OptionError(f"{name} must be >= 0, got {value}", option=name)
 
 
+def _positive(name: str, value: float, spelling: str | None) -> None:
+    if not value > 0:  # also refuses NaN
+        raise OptionError(f"{spelling or name} must be > 0, got {value}", option=name)
+
+
 @dataclass(frozen=True)
 class FailoverOptions:
     """Every behaviour knob of a failover connection, in one vocabulary.
@@ -90,6 +95,9 @@ class FailoverOptions:
     """Deadline for TCP connect plus protocol handshake (STOMP CONNECTED / AMQP open)."""
     heartbeat: tuple[int, int] = (10_000, 10_000)
     """STOMP/AMQP heart-beat (send, receive) in milliseconds; 0 disables that direction."""
+    max_frame_size: int = 104_857_600
+    """Largest frame (header block and body, bytes) accepted from a broker: a peer that never
+    ends a frame must not grow the client's memory without bound."""
 
     # --- sends ---------------------------------------------------------------------------------
     timeout: float | None = None
@@ -139,6 +147,8 @@ class FailoverOptions:
             "connect_timeout",
         ):
             _non_negative(name, getattr(self, name))
+        # A zero deadline fails every connect: the URI would parse into a client that never works.
+        _positive("connect_timeout", self.connect_timeout, self.source_of("connect_timeout"))
         if self.backoff_multiplier < 1.0:
             raise OptionError(
                 f"backoff_multiplier must be >= 1.0, got {self.backoff_multiplier}",
@@ -155,6 +165,11 @@ class FailoverOptions:
             raise OptionError("confirm_window must be >= 1", option="confirm_window")
         if self.backup_pool_size < 0:
             raise OptionError("backup_pool_size must be >= 0", option="backup_pool_size")
+        if self.max_frame_size < 1:
+            raise OptionError(
+                f"max_frame_size must be >= 1 byte, got {self.max_frame_size}",
+                option="max_frame_size",
+            )
         if self.max_cache_size < 0:
             raise OptionError("max_cache_size must be >= 0", option="max_cache_size")
         if any(h < 0 for h in self.heartbeat) or len(self.heartbeat) != 2:

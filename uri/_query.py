@@ -34,6 +34,8 @@ DIALECT_LABELS: dict[Dialect, str] = {
     "qpid": "Qpid JMS",
 }
 _NESTED_PREFIX: dict[Dialect, str] = {"classic": "nested.", "qpid": "failover.nested."}
+_DISCOVERED = "discovered."
+"""Classic ``discovery:(...)?discovered.x=y``: options for the brokers the agent discovers."""
 _AMQP = frozenset(s for s, (proto, _) in SCHEMES.items() if proto == "amqp")
 # Fields an Artemis URI cannot set but whose Classic default would misdescribe Artemis.
 _BASE_DEFAULTS: dict[Dialect, dict[str, object]] = {
@@ -97,13 +99,15 @@ class Context:
 class QueryOptions:
     """The outcome of reading one shared query."""
 
-    __slots__ = ("leftovers", "nested", "options", "passthrough")
+    __slots__ = ("leftovers", "nested", "options", "passthrough", "password", "user")
 
     def __init__(self, options: FailoverOptions) -> None:
         self.options = options
         self.nested: list[tuple[str, str]] = []
         self.passthrough: list[tuple[str, str]] = []
         self.leftovers: list[Pair] = []
+        self.user: Pair | None = None
+        self.password: Pair | None = None
 
 
 def build_member(ctx: Context, node: RawMember, *, params: bool) -> BrokerAddress:
@@ -186,23 +190,24 @@ class QueryReader:
         values: dict[str, object] = {}
         origin: dict[str, Pair] = {}
         sources: list[tuple[str, str]] = []
-        nested_prefix = _NESTED_PREFIX.get(dialect)
         for pair in pairs:
             key = pair.key
-            if nested_prefix and key.startswith(nested_prefix) and len(key) > len(nested_prefix):
-                out.nested.append((key[len(nested_prefix) :], pair.value))
+            if self.prefixed(pair, dialect, form, out):
                 continue
             spec = spec_for(key)
             if spec is None:
-                if key.startswith("jms.") and dialect in ("classic", "qpid"):
-                    out.passthrough.append((key, pair.value))
-                    continue
-                if leftover == "error":
-                    raise self.unknown(pair, dialect, form)
-                self.check_typo(pair, dialect, form)
-                out.leftovers.append(pair)
+                self.unmatched(pair, dialect, form, out, leftover=leftover)
                 continue
             self.check_allowed(spec, pair, dialect, form)
+            if spec.applies_to == "member":
+                # The Java clients take credentials as connection-factory properties too; they
+                # become the members' user and password, never an option anyone prints.
+                self.value(spec, pair)
+                if spec.kind == "secret":
+                    out.password = pair
+                else:
+                    out.user = pair
+                continue
             if spec.applies_to == "discovery":
                 self.value(spec, pair)
                 out.leftovers.append(pair)
@@ -243,6 +248,31 @@ class QueryReader:
             ) from None
         return out
 
+    def prefixed(self, pair: Pair, dialect: Dialect, form: Form | str, out: QueryOptions) -> bool:
+        """Route ``nested.*`` (and Classic ``discovered.*``) pairs; False for any other pair."""
+        key = pair.key
+        nested_prefix = _NESTED_PREFIX.get(dialect)
+        if nested_prefix and key.startswith(nested_prefix) and len(key) > len(nested_prefix):
+            out.nested.append((key[len(nested_prefix) :], pair.value))
+            return True
+        if key.startswith(_DISCOVERED) and form == "discovery" and len(key) > len(_DISCOVERED):
+            # Classic hands these to each transport it discovers; the topology source does.
+            out.passthrough.append((key, pair.value))
+            return True
+        return False
+
+    def unmatched(
+        self, pair: Pair, dialect: Dialect, form: Form | str, out: QueryOptions, *, leftover: str
+    ) -> None:
+        """A pair no table row knows: passthrough, a member/agent parameter, or an error."""
+        if pair.key.startswith("jms.") and dialect in ("classic", "qpid"):
+            out.passthrough.append((pair.key, pair.value))
+            return
+        if leftover == "error":
+            raise self.unknown(pair, dialect, form)
+        self.check_typo(pair, dialect, form)
+        out.leftovers.append(pair)
+
     def value(self, spec: OptionSpec, pair: Pair) -> object:
         if spec.kind == "uri_list":
             return self.uri_list(spec, pair)
@@ -259,7 +289,9 @@ class QueryReader:
         offset = 0
         for part in pair.value.split(","):
             try:
-                node = scan(part)
+                # A query's '+' was decoded as a space; in a broker URI only a scheme
+                # (nio+ssl) holds one, and no broker URI holds a space.
+                node = scan(part.replace(" ", "+"))
                 if not isinstance(node, RawMember):
                     raise URIError("expected a broker URI such as tcp://host:61616", position=0)  # noqa: TRY301
                 keys.append(build_member(Context(None, ()), node, params=False).key)
@@ -302,7 +334,7 @@ class QueryReader:
             name
             for spec in OPTION_TABLE
             if (dialect in spec.systems or "failover-client" in spec.systems)
-            and (spec.applies_to == "uri" or form == "udp")
+            and (spec.applies_to != "discovery" or form == "udp")
             for name in spec.names
         ]
         if dialect in _NESTED_PREFIX:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["MASK", "is_secret_key", "mask_same_length", "redact_pairs"]
+__all__ = ["MASK", "Pairs", "is_secret_key", "mask_same_length", "redact_pairs"]
 
 MASK = "***"
 
@@ -22,10 +23,23 @@ _SECRET_WORDS = (
     "pwd",
 )
 
-_USERINFO = re.compile(r"(//[^/?#@,()\s:]*:)([^/?#@,()\s]*)(@)")
+# A password in userinfo may hold anything but the characters that end an authority; a blank
+# or a parenthesis must not end the mask early, or the rest of the secret is printed.
+_USERINFO = re.compile(r"(//[^/?#@:]*:)([^/?#@]*)(@)")
+# Where a secret value ends, judged on raw text that may not parse: a separator counts only when
+# what follows it looks like the URI going on (``&name=``, ``,scheme:``, ``)`` closing a list),
+# so a secret holding ``;``, ``,``, ``)``, ``(`` or a blank is starred out whole. A balanced
+# ``(...)`` (Jasypt's ``ENC(...)``) is always part of the value.
+_VALUE_RUN = (
+    r"(?:\([^()]*\)"
+    r"|[^&;,)]"
+    r"|[&;](?![A-Za-z0-9_.\-]+=)"
+    r"|,(?!\s*[A-Za-z][A-Za-z0-9+.\-]*:)"
+    r"|\)(?!\s*(?:[,)?]|$)))*"
+)
 _SECRET_PARAM = re.compile(
     r"([?&;,(]\s*[A-Za-z0-9_.\-]*(?:" + "|".join(_SECRET_WORDS) + r")[A-Za-z0-9_.\-]*=)"
-    r"([^&;,()\s]*)",
+    r"(" + _VALUE_RUN + ")",
     re.IGNORECASE,
 )
 
@@ -56,3 +70,47 @@ def mask_same_length(text: str) -> str:
         return match.group(1) + "*" * len(match.group(2))
 
     return _SECRET_PARAM.sub(param, _USERINFO.sub(userinfo, text))
+
+
+class Pairs(tuple[tuple[str, str], ...]):
+    """Query pairs as written, with every secret value shown as ``***``.
+
+    ``query`` and ``params`` are handed around, printed and logged; a secret must only come out
+    of an accessor that says so. Iterating, indexing, ``repr()`` and ``dict()`` see ``***``;
+    :meth:`secret` and :meth:`reveal` return the clear values (for connecting and for
+    :func:`format_uri`). Equality and hashing use the clear values, so two URIs that differ only
+    in a password are different values.
+    """
+
+    _clear: tuple[tuple[str, str], ...]
+
+    def __new__(cls, pairs: Iterable[tuple[str, str]] = ()) -> Pairs:
+        clear = pairs.reveal() if isinstance(pairs, Pairs) else tuple((k, v) for k, v in pairs)
+        self = super().__new__(cls, redact_pairs(clear))
+        self._clear = clear
+        return self
+
+    def reveal(self) -> tuple[tuple[str, str], ...]:
+        """The pairs with secrets in clear (never log this)."""
+        return self._clear
+
+    def secret(self, name: str, default: str | None = None) -> str | None:
+        """The clear value of option ``name`` (the first one written), or ``default``."""
+        return next((v for k, v in self._clear if k == name), default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Pairs):
+            return self._clear == other._clear
+        if isinstance(other, tuple):
+            return self._clear == other
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self._clear)
+
+    def __reduce__(self) -> tuple[type[Pairs], tuple[tuple[tuple[str, str], ...]]]:
+        return (Pairs, (self._clear,))

@@ -37,7 +37,7 @@ _HOST_RUN = re.compile(r"[A-Za-z0-9._~\-]*")
 # inside parentheses: comma and ")"). Compiled once; they only find where a token ends, the
 # character found there is then judged by hand so errors can say what and where.
 _AUTHORITY_RUN = {stops: re.compile(rf"[^/?#()\s{re.escape(stops)}]*") for stops in ("", ",", ",)")}
-_SEGMENT_RUN = {stops: re.compile(rf"[^&;()\s{re.escape(stops)}]*") for stops in ("", ",", ",)")}
+_SEGMENT_RUN = {stops: re.compile(rf"[^&;()#\s{re.escape(stops)}]*") for stops in ("", ",", ",)")}
 _LOCATION_RUN = {stops: re.compile(rf"[^?()\s{re.escape(stops)}]*") for stops in ("", ",", ",)")}
 # The common member, ``//[user[:password]@]host[:port]`` with nothing to decode, in one match;
 # anything else (IPv6, escapes, mistakes) takes the careful path that reports positions.
@@ -96,13 +96,14 @@ def scan(text: str) -> RawNode:
 
 
 class _Scanner:
-    __slots__ = ("depth", "end", "i", "text")
+    __slots__ = ("_masked", "depth", "end", "i", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.depth = 0
         self.i = 0
         self.end = len(text)
+        self._masked: str | None = None
         # Surrounding whitespace (a pasted newline) is not part of the URI.
         while self.i < self.end and text[self.i] in _SPACE:
             self.i += 1
@@ -111,8 +112,17 @@ class _Scanner:
 
     # --- helpers ---------------------------------------------------------------------------------
 
+    def masked(self) -> str:
+        if self._masked is None:
+            self._masked = mask_same_length(self.text)
+        return self._masked
+
     def error(self, message: str, position: int) -> URIError:
-        return URIError(message, text=mask_same_length(self.text), position=position)
+        return URIError(message, text=self.masked(), position=position)
+
+    def shown(self, start: int, stop: int | None = None) -> str:
+        """``text[start:stop]`` (one character by default) for a message: secrets starred."""
+        return self.masked()[start : start + 1 if stop is None else stop]
 
     def peek(self) -> str:
         i = self.i
@@ -125,9 +135,15 @@ class _Scanner:
     def at_stop(self, stops: str) -> bool:
         return self.i >= self.end or self.text[self.i] in stops
 
-    def decode(self, start: int, stop: int) -> str:
-        """Percent-decode ``text[start:stop]``; a broken escape is an error at its offset."""
+    def decode(self, start: int, stop: int, *, plus: bool = False) -> str:
+        """Percent-decode ``text[start:stop]``; a broken escape is an error at its offset.
+
+        ``plus``: a ``+`` is a space, as in a query: ActiveMQ Classic, Artemis and Qpid JMS all
+        read option names and values with ``URLDecoder``, which decodes it so.
+        """
         raw = self.text[start:stop]
+        if plus:
+            raw = raw.replace("+", " ")  # same length: offsets below stay right
         if "%" not in raw:
             return raw
         out = bytearray()
@@ -137,7 +153,9 @@ class _Scanner:
             if ch == "%":
                 pair = raw[j + 1 : j + 3]
                 if len(pair) != 2 or not all(c in _HEX for c in pair):
-                    raise self.error(f"bad percent-escape {raw[j : j + 3]!r}", start + j)
+                    raise self.error(
+                        f"bad percent-escape {self.shown(start + j, start + j + 3)!r}", start + j
+                    )
                 out.append(int(pair, 16))
                 j += 3
             else:
@@ -163,7 +181,7 @@ class _Scanner:
             else:
                 node = self.leaf(scheme, start, "", in_discovery=False, top=True)
         if self.i < self.end:
-            ch = self.text[self.i]
+            ch = self.shown(self.i)
             what = "unbalanced ')'" if ch == ")" else f"unexpected {ch!r}"
             raise self.error(what, self.i)
         return node
@@ -176,10 +194,10 @@ class _Scanner:
             ch = self.peek()
             if ch in ("", ",", ")"):
                 raise self.error("empty member", start)
-            raise self.error(f"expected a URI scheme, found {ch!r}", start)
+            raise self.error(f"expected a URI scheme, found {self.shown(start)!r}", start)
         if self.peek() != ":":
             raise self.error(
-                f"{self.text[start : self.i]!r} has no scheme (write e.g. tcp://host:port)", start
+                f"{self.shown(start, self.i)!r} has no scheme (write e.g. tcp://host:port)", start
             )
         name = self.text[start : self.i].lower()
         self.i += 1
@@ -191,7 +209,7 @@ class _Scanner:
                 while stop < self.end and self.text[stop] not in ",)?&;":
                     stop += 1
                 raise self.error(
-                    f"member {self.text[start:stop]!r} has no scheme; write tcp://, stomp://, "
+                    f"member {self.shown(start, stop)!r} has no scheme; write tcp://, stomp://, "
                     f"amqp:// ... in front of host:port",
                     start,
                 )
@@ -239,6 +257,11 @@ class _Scanner:
         open_pos = self.i
         self.i += 1  # the "("
         components: list[RawNode] = []
+        self.skip_space()
+        if self.peek() == ")":
+            # ``failover:()?updateURIsURL=...``: the builder decides whether empty is allowed.
+            self.i += 1
+            return components
         while True:
             self.skip_space()
             if self.i >= self.end:
@@ -254,7 +277,7 @@ class _Scanner:
                 return components
             if not ch:
                 raise self.error("unclosed '('", open_pos)
-            raise self.error(f"unexpected {ch!r}", self.i)
+            raise self.error(f"unexpected {self.shown(self.i)!r}", self.i)
 
     def component(self, stops: str, in_discovery: bool) -> RawNode:
         start = self.i
@@ -294,7 +317,7 @@ class _Scanner:
         self.i = min(_LOCATION_RUN[stops].match(self.text, loc_start).end(), self.end)  # type: ignore[union-attr]
         ch = self.peek()
         if ch and ch not in stops and (ch in "()" or ch in _SPACE):
-            raise self.error(f"unexpected {ch!r} in discovery agent", self.i)
+            raise self.error(f"unexpected {self.shown(self.i)!r} in discovery agent", self.i)
         if self.i == loc_start:
             raise self.error(f"{scheme}: needs a location", loc_start)
         location = self.decode(loc_start, self.i)
@@ -331,7 +354,7 @@ class _Scanner:
         self.i = min(_AUTHORITY_RUN[stops].match(self.text, auth_start).end(), self.end)  # type: ignore[union-attr]
         ch = self.peek()
         if ch and ch not in stops and (ch in "()" or ch in _SPACE):
-            raise self.error(f"unexpected {ch!r} in broker address", self.i)
+            raise self.error(f"unexpected {self.shown(self.i)!r} in broker address", self.i)
         auth_end = self.i
         user: str | None = None
         password: str | None = None
@@ -372,13 +395,13 @@ class _Scanner:
                 raise self.error(f"bad IPv6 address {host!r}", start + 1) from None
             rest = close + 1
             if rest < stop and text[rest] != ":":
-                raise self.error(f"unexpected {text[rest]!r} after IPv6 address", rest)
+                raise self.error(f"unexpected {self.shown(rest)!r} after IPv6 address", rest)
         else:
             colon = text.find(":", start, stop)
             rest = colon if colon >= 0 else stop
             bad = _HOST_RUN.match(text, start).end()  # type: ignore[union-attr]
             if bad < rest:
-                raise self.error(f"unexpected {text[bad]!r} in host name", bad)
+                raise self.error(f"unexpected {self.shown(bad)!r} in host name", bad)
             host = text[start:rest]
             if not host:
                 raise self.error(f"{scheme}:// needs a host", start)
@@ -397,27 +420,31 @@ class _Scanner:
         self.i += 1
         pairs: list[Pair] = []
         text = self.text
-        run = _SEGMENT_RUN[stops]
         while True:
             seg_start = self.i
-            seg_end = self.i = min(run.match(text, seg_start).end(), self.end)  # type: ignore[union-attr]
+            self.segment(stops)
+            seg_end = self.i
             ch = self.peek()
-            if ch in ("(", ")") and ch not in stops:
-                raise self.error(f"unexpected {ch!r} in query (write %28 / %29)", self.i)
+            if ch == "#":
+                raise self.error(
+                    "a URI fragment ('#...') is not part of a failover URI; write %23 for a '#' "
+                    "in a value",
+                    self.i,
+                )
             if ch and ch in _SPACE:
                 raise self.error("unexpected whitespace in query", self.i)
             eq = text.find("=", seg_start, seg_end)
             if seg_end > seg_start:  # empty segments (``a=1&&b=2``, trailing ``&``) are skipped
                 if eq < 0:
                     raise self.error(
-                        f"expected name=value, found {text[seg_start:seg_end]!r}", seg_start
+                        f"expected name=value, found {self.shown(seg_start, seg_end)!r}", seg_start
                     )
                 if eq == seg_start:
                     raise self.error("option without a name", seg_start)
                 pairs.append(
                     Pair(
-                        self.decode(seg_start, eq),
-                        self.decode(eq + 1, seg_end),
+                        self.decode(seg_start, eq, plus=True),
+                        self.decode(eq + 1, seg_end, plus=True),
                         seg_start,
                         eq + 1,
                     )
@@ -426,3 +453,45 @@ class _Scanner:
                 self.i += 1
                 continue
             return pairs
+
+    def segment(self, stops: str) -> None:
+        """Move ``i`` to the end of one ``name=value``; parentheses may appear in the value.
+
+        All three Java clients accept them (``file:/C:/Dir(1)/a.csv``, Jasypt's ``ENC(...)``).
+        Inside a list a ``(`` must be closed within the value, as ActiveMQ's composite splitter
+        counts parentheses to find the commas between members; in the shared query of the whole
+        URI, which runs to the end of the text, any parenthesis is just a character.
+        """
+        text = self.text
+        run = _SEGMENT_RUN[stops]
+        while True:
+            self.i = min(run.match(text, self.i).end(), self.end)  # type: ignore[union-attr]
+            ch = self.peek()
+            if ch == "(":
+                close = self.closing(self.i)
+                if close >= 0:
+                    self.i = close + 1
+                    continue
+                if ")" in stops:
+                    raise self.error("unclosed '(' in an option value (write %28)", self.i)
+                self.i += 1
+                continue
+            if ch == ")" and ")" not in stops:
+                self.i += 1
+                continue
+            return
+
+    def closing(self, open_pos: int) -> int:
+        """Offset of the ``)`` that closes the ``(`` at ``open_pos``, or -1."""
+        depth = 0
+        for j in range(open_pos, self.end):
+            ch = self.text[j]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    return j
+            elif ch in _SPACE or ch == "#":
+                return -1
+        return -1

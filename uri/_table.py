@@ -91,8 +91,9 @@ class OptionSpec:
     aliases: tuple[str, ...] = ()
     attempts: str = ""
     """What one counted attempt is, for attempt-count options."""
-    applies_to: Literal["uri", "discovery"] = "uri"
-    """``discovery``: a parameter of an Artemis ``udp://`` discovery group, kept on the agent."""
+    applies_to: Literal["uri", "discovery", "member"] = "uri"
+    """``discovery``: a parameter of an Artemis ``udp://`` discovery group, kept on the agent;
+    ``member``: the user (``text``) or password (``secret``) of every member without its own."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -114,7 +115,7 @@ def _make(system: System, prefix: str = "") -> _Maker:
         *,
         aliases: tuple[str, ...] = (),
         attempts: str = "",
-        applies_to: Literal["uri", "discovery"] = "uri",
+        applies_to: Literal["uri", "discovery", "member"] = "uri",
     ) -> OptionSpec:
         return OptionSpec(
             prefix + name, (system,), fields, kind, default, meaning, aliases, attempts, applies_to
@@ -134,7 +135,7 @@ class _Maker(Protocol):
         *,
         aliases: tuple[str, ...] = (),
         attempts: str = "",
-        applies_to: Literal["uri", "discovery"] = "uri",
+        applies_to: Literal["uri", "discovery", "member"] = "uri",
     ) -> OptionSpec: ...
 
 
@@ -192,12 +193,32 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "File or URL read for extra broker URIs (comma-separated) before each reconnect."),
     _c("rebalanceUpdateURIs", ("rebalance_update_uris",), "bool", "true",
        "Rebalance the connection when the updateURIsURL list changes."),
+    _c("trackTransactionProducers", (), "bool", "true",
+       "Replay the producers of open transactions after a failover. Recorded only: "
+       "failover-client replays every unconfirmed send."),
+    OptionSpec("jms.userName", ("classic",), (), "text", "",
+               "User name for every member without user:password@ in its address.",
+               applies_to="member"),
+    OptionSpec("jms.username", ("qpid",), (), "text", "",
+               "User name for every member without user:password@ in its address.",
+               applies_to="member"),
+    OptionSpec("jms.password", ("classic", "qpid"), (), "secret", "",
+               "Password for every member without user:password@ in its address (never "
+               "printed).", applies_to="member"),
     OptionSpec("jms.clientID", ("classic", "qpid"), ("client_id",), "text", "",
                "JMS client id; also the stable id rendezvous-hash placement uses."),
     # --- ActiveMQ Artemis core client ----------------------------------------------------------
     _a("ha", ("ha",), "bool", "false",
        "Learn the cluster topology, backups included, and fail over to the backup of a dead "
-       "broker."),
+       "broker.", aliases=("HA",)),
+    _a("clientID", ("client_id",), "text", "",
+       "Client id of the connections; also the stable id rendezvous-hash placement uses."),
+    _a("user", (), "text", "",
+       "User name for every member without user:password@ in its address.",
+       applies_to="member"),
+    _a("password", (), "secret", "",
+       "Password for every member without user:password@ in its address (never printed).",
+       applies_to="member"),
     _a("reconnectAttempts", ("max_reconnect_attempts",), "count", "0",
        "Tries after a lost connection before giving up; -1 unlimited, 0 never reconnect.",
        attempts=_ONE_BROKER),
@@ -237,7 +258,7 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _a("refreshTimeout", (), "non_negative_int", "10000",
        "udp:// discovery: drop a broker not heard from for this long (ms).",
        applies_to="discovery"),
-    _a("initialWaitTimeout", (), "non_negative_int", "10000",
+    _a("discoveryInitialWaitTimeout", (), "non_negative_int", "10000",
        "udp:// discovery: wait this long for broadcasts before the first connection (ms).",
        applies_to="discovery"),
     # --- Qpid JMS failover provider ------------------------------------------------------------
@@ -268,6 +289,9 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "Deadline for TCP connect plus protocol handshake (STOMP CONNECTED / AMQP open) (ms)."),
     _f("heartbeat", ("heartbeat",), "heartbeat", "10000,10000",
        "Heart-beats send,receive in ms (one number sets both); 0 disables that direction."),
+    _f("maxFrameSize", ("max_frame_size",), "positive_int", "104857600",
+       "Largest frame (header block and body, in bytes) accepted from a broker; a larger one "
+       "drops the connection as a protocol violation (ActiveMQ's own limit and default)."),
     _f("reconnectJitter", ("reconnect_jitter",), "fraction", "0.0",
        "Fraction (0..1) of each delay that is randomised so clients do not reconnect in "
        "lock-step."),
@@ -317,6 +341,8 @@ def option_table_markdown() -> str:
         default = f"`{spec.default}`" if spec.default else "(none)"
         if spec.applies_to == "discovery":
             target = "udp:// discovery group"
+        elif spec.applies_to == "member":
+            target = "members' password" if spec.kind == "secret" else "members' user"
         elif spec.fields:
             target = ", ".join(f"`{f}`" for f in spec.fields)
         else:

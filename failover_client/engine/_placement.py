@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from failover_client.policies import distinct_plan
-from failover_client.uri import BrokerAddress, FailoverOptions
+from failover_client.uri import BrokerAddress, FailoverOptions, broker_key
 
 __all__ = ["PlanPolicy", "better_brokers", "plan", "redirected", "tiers_for"]
 
@@ -39,7 +39,9 @@ def tiers_for(
 
     With ``priority_backup``, the ``priority_uris`` (or, when empty, the first member) form tier 0
     and every other member tier 1; without it every member is tier 0. ``overrides`` (key -> tier)
-    wins over both, so several tiers can be described explicitly.
+    wins over both, so several tiers can be described explicitly; its keys are spelled as
+    :attr:`BrokerAddress.key` spells them (host names without case), so ``Broker1:61613``
+    names the same broker as ``broker1:61613``.
     """
     tiers: dict[str, int] = {}
     if options.priority_backup and members:
@@ -49,7 +51,9 @@ def tiers_for(
     else:
         for member in members:
             tiers[member.key] = 0
-    tiers.update(overrides or {})
+    for key, tier in (overrides or {}).items():
+        host, _, port = key.rpartition(":")
+        tiers[broker_key(host, int(port)) if host and port.isdigit() else key] = tier
     return tiers
 
 
