@@ -58,6 +58,7 @@ from ._model import (
 from ._pool import ClusterPool
 from ._ports import allocate_ports
 from ._process import kill_all
+from ._proxy import TO_BROKER, TO_CLIENT, Direction, FaultProxy, proxied_failover_uri
 from ._readiness import amqp_open, stomp_connected, tcp_accepts
 from ._stomp_client import StompClient
 from ._tls import broker_tls, fresh_ca_and_broker_tls
@@ -66,6 +67,8 @@ __all__ = [
     "BACKENDS",
     "BACKEND_ENV",
     "FAST_JVM_OPTIONS",
+    "TO_BROKER",
+    "TO_CLIENT",
     "BackendUnavailable",
     "Broker",
     "BrokerError",
@@ -78,7 +81,9 @@ __all__ = [
     "ClusterPool",
     "ClusterSpec",
     "Connector",
+    "Direction",
     "Endpoint",
+    "FaultProxy",
     "LocalBroker",
     "PortTakenError",
     "ReceivedMessage",
@@ -92,6 +97,7 @@ __all__ = [
     "choose_backend",
     "fresh_ca_and_broker_tls",
     "kill_all",
+    "proxied_failover_uri",
     "start_cluster",
     "stomp_connected",
     "tcp_accepts",
