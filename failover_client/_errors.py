@@ -11,6 +11,7 @@
     |   +-- TopologySourceError     an unknown topology source name (topology)
     +-- ConnectionFailure           something went wrong talking to a broker
     |   +-- BrokerUnavailable       one broker could not be reached or handshaken
+    |   |   +-- BrokerRefused       it ended the session over a frame it did not name
     |   |   +-- ConnectCancelled    the connect was cut short by its caller (closing)
     |   +-- AuthenticationFailed    a broker refused the credentials (not retried)
     |   +-- TLSFailure              certificate / hostname verification failed (not retried)
@@ -19,6 +20,7 @@
     +-- SendFailure                 a send could not be confirmed
     |   +-- SendTimeout             not confirmed within ``timeout``
     |   +-- SendRejected            the broker answered the send with an ERROR / rejection
+    +-- SubscriptionRefused         the broker refused a subscription (not restored)
     +-- ConnectionClosed            the application closed the connection
     +-- NotConnected                called before ``connect()`` (also a ``RuntimeError``)
 
@@ -40,6 +42,7 @@ from collections.abc import Mapping, Sequence
 __all__ = [
     "AllBrokersFailed",
     "AuthenticationFailed",
+    "BrokerRefused",
     "BrokerUnavailable",
     "ConfigurationError",
     "ConnectCancelled",
@@ -53,6 +56,7 @@ __all__ = [
     "SendFailure",
     "SendRejected",
     "SendTimeout",
+    "SubscriptionRefused",
     "TLSFailure",
     "URIError",
 ]
@@ -129,6 +133,16 @@ class BrokerUnavailable(ConnectionFailure):
     """One broker could not be reached, did not finish the handshake in time, or dropped."""
 
 
+class BrokerRefused(BrokerUnavailable):
+    """The broker ended the session on purpose, with an error that named no frame of ours.
+
+    A STOMP ERROR without one of our receipts (or a close right after one), an AMQP close
+    with an error condition. The broker is alive: something it was sent made it end the
+    session, and the engine looks for that frame before it replays the others (poison
+    quarantine, see the README).
+    """
+
+
 class ConnectCancelled(BrokerUnavailable):
     """The connect was cancelled (the connection is closing) before the handshake finished.
 
@@ -178,6 +192,17 @@ class SendTimeout(SendFailure):
 
 class SendRejected(SendFailure):
     """The broker answered the send with an error; re-sending the same message will not help."""
+
+
+class SubscriptionRefused(FailoverClientError):
+    """The broker refused a subscription (unknown destination, bad selector, no permission).
+
+    The subscription is not restored on any broker; ``subscription_id`` names it.
+    """
+
+    def __init__(self, message: str, *, subscription_id: str | None = None) -> None:
+        self.subscription_id = subscription_id
+        super().__init__(message)
 
 
 class ConnectionClosed(FailoverClientError):

@@ -30,11 +30,13 @@ __all__ = [
     "Listener",
     "ListenerError",
     "ListenerSet",
+    "PoisonQuarantined",
     "PriorityRestored",
     "ReconnectAttempt",
     "ReconnectWarning",
     "StandbyConnected",
     "StandbyLost",
+    "SubscriptionFailed",
     "TopologyChanged",
 ]
 
@@ -139,6 +141,38 @@ class HandlerError:
 
 
 @dataclass(frozen=True)
+class PoisonQuarantined:
+    """A send was blamed for ``losses`` connection losses in a row and is no longer re-sent.
+
+    A broker that answers one frame with an error and closes the connection is not dead: re-sending
+    that frame to every broker in turn would fail over forever. The caller's send fails with
+    :class:`~failover_client.SendRejected` (its ``__cause__`` is ``cause``, the last loss).
+    """
+
+    message_id: str
+    destination: str
+    broker: str
+    losses: int
+    cause: BaseException | None
+
+
+@dataclass(frozen=True)
+class SubscriptionFailed:
+    """The broker refused a subscription; it is removed and not restored on any broker.
+
+    ``error`` (also on ``Subscription.error``) is a :class:`~failover_client.SubscriptionRefused`:
+    refused by name (an ERROR naming its SUBSCRIBE, an AMQP attach refused), or quarantined
+    as poison after the broker ended the session over it ``losses`` times in a row.
+    """
+
+    subscription_id: str
+    destination: str
+    broker: str
+    losses: int
+    error: BaseException
+
+
+@dataclass(frozen=True)
 class ListenerError:
     """Another listener raised while handling ``event``."""
 
@@ -179,6 +213,8 @@ Event = (
     | AckDropped
     | HandlerError
     | ListenerError
+    | PoisonQuarantined
+    | SubscriptionFailed
     | StandbyConnected
     | StandbyLost
     | Closed

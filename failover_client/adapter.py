@@ -106,7 +106,14 @@ class SessionListener(Protocol):
     def on_message(self, session: Session, message: Received) -> None: ...
 
     def on_lost(self, session: Session, cause: BaseException) -> None:
-        """The session is dead (socket closed, heart-beat missed, ERROR frame). Called once."""
+        """The session is dead (socket closed, heart-beat missed, ERROR frame). Called once.
+
+        ``cause`` is a :class:`~failover_client.BrokerRefused` when the broker ended the session
+        on purpose with an error that named none of the frames in flight (a STOMP ERROR without
+        a receipt of ours, an AMQP close with an error condition): the broker is alive and
+        refused something it was sent, so the engine replays what was in flight one frame at
+        a time to find the poison one.
+        """
 
     def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
         """The broker named other brokers on this connection (see :class:`AdvertisedBrokers`).
@@ -133,7 +140,15 @@ class Session(Protocol):
         Raises :class:`~failover_client.BrokerUnavailable` when the session is already dead.
         """
 
-    def subscribe(self, spec: SubscriptionSpec) -> None: ...
+    def subscribe(self, spec: SubscriptionSpec, on_confirm: ConfirmCallback | None) -> None:
+        """Start ``spec`` on this session; ``on_confirm`` (if given) fires once with the outcome.
+
+        ``None`` when the broker confirmed the subscription (STOMP RECEIPT, AMQP attach with a
+        source); :class:`~failover_client.SubscriptionRefused` when the broker refused this one
+        subscription (a STOMP ERROR naming its receipt, an AMQP attach refused with a
+        condition); the loss cause when the session died first. Raises
+        :class:`~failover_client.BrokerUnavailable` when the session is already dead.
+        """
 
     def unsubscribe(self, subscription_id: str) -> None: ...
 

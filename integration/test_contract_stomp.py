@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from failover_client import BrokerAddress, FailoverOptions
-from failover_client.adapter import Session
+from failover_client.adapter import Session, SubscriptionSpec
 from failover_client.stomp import StompConnector
 from failover_client.testing.contract import AdapterContract, ContractTarget
 
@@ -27,7 +27,12 @@ pytestmark = pytest.mark.integration
 RABBITMQ_QUEUE = {"durable": "true", "auto-delete": "false", "exclusive": "false"}
 
 
-def stomp_target(broker: Broker, destination: str, headers: dict[str, str]) -> ContractTarget:
+def stomp_target(
+    broker: Broker,
+    destination: str,
+    headers: dict[str, str],
+    refused: SubscriptionSpec | None = None,
+) -> ContractTarget:
     endpoint = broker.endpoint("stomp")
     params = (("vhost", broker.vhost),) if broker.vhost else ()
     login, passcode = broker.credentials or (None, None)
@@ -53,15 +58,22 @@ def stomp_target(broker: Broker, destination: str, headers: dict[str, str]) -> C
         publish=lambda dest, body: broker.send(dest, [body]),
         send_headers=headers,
         subscription_headers=tuple(headers.items()),
+        refused_subscription=refused,
     )
 
 
 class TestStompOnActiveMQ(AdapterContract):
     @pytest.fixture
     def contract_target(self, activemq_cluster: Cluster, unique_queue: str) -> ContractTarget:
-        return stomp_target(activemq_cluster[0], unique_queue, {})
+        # ActiveMQ answers a bad selector with an ERROR naming the SUBSCRIBE's receipt.
+        bad_selector = SubscriptionSpec(
+            "contract-refused", unique_queue, headers=(("selector", "this is not valid ((("),)
+        )
+        return stomp_target(activemq_cluster[0], unique_queue, {}, bad_selector)
 
 
+# RabbitMQ names no frame in its ERRORs (an unknown exchange, say): it refuses no subscription
+# by name, and the engine's poison quarantine finds the frame instead (integration/test_poison).
 class TestStompOnRabbitMQ(AdapterContract):
     @pytest.fixture
     def contract_target(self, rabbitmq_cluster: Cluster, unique_queue: str) -> ContractTarget:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from failover_client.uri import BrokerAddress
 
-from failover_client.adapter import Session
+from failover_client.adapter import Session, SubscriptionSpec
 from failover_client.testing import FakeClock, FakeConnector, FakeSession
 from failover_client.testing.contract import AdapterContract, ContractTarget, HungBroker
 
@@ -63,7 +63,7 @@ class TestFakeConnector(AdapterContract):
 
     @pytest.fixture
     def contract_target(self, clock: FakeClock) -> ContractTarget:
-        connector = FakeConnector(clock=clock)
+        connector = FakeConnector(clock=clock, refused_destinations={"/queue/refused"})
         connector.behave(REFUSING, "refuse")
 
         @contextlib.contextmanager
@@ -78,6 +78,7 @@ class TestFakeConnector(AdapterContract):
             hold_confirmations=holding,
             publish=lambda destination, body: publish(connector, destination, body),
             hung_broker=hung,
+            refused_subscription=SubscriptionSpec("contract-refused", "/queue/refused"),
             refused_address=lambda: REFUSING,
         )
 

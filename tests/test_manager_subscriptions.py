@@ -6,9 +6,15 @@ import queue
 import threading
 
 import pytest
-from test_manager_support import A, B, make, running
+from test_manager_support import A, B, in_thread, make, running
 
-from failover_client import ConfigurationError
+from failover_client import (
+    ConfigurationError,
+    ConnectionClosed,
+    Disconnected,
+    SubscriptionFailed,
+    SubscriptionRefused,
+)
 from failover_client._events import AckDropped, FailedOver, HandlerError
 from failover_client.adapter import SubscriptionSpec
 from failover_client.engine._subscriptions import Message
@@ -190,3 +196,60 @@ def test_message_for_an_unknown_subscription_is_counted():
         session.deliver("s2", b"next")
         assert inbox.get(timeout=5).body == b"next"
         assert rig.conn.stats()["unroutable"] == 1
+
+
+# --- confirmation and refusal ------------------------------------------------------------------
+
+
+def test_wait_active_returns_once_the_broker_confirmed_the_subscription():
+    rig = make((A,), auto_confirm=False, autojump=False)
+    _, handler = collector()
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/in", handler, id="s1")
+        session = rig.connector.session(A)
+        assert session.unconfirmed_subscriptions() == ["s1"]
+        waited = in_thread(rig, lambda: subscription.wait_active(5))
+        assert not waited.done.wait(0.05)  # real time; nothing confirmed it yet
+        assert session.confirm_subscriptions() == ["s1"]
+        assert waited.done.wait(5)
+        assert waited.error is None
+
+
+def test_a_subscription_refused_by_name_fails_alone_and_is_never_restored():
+    rig = make((A, B))
+    rig.connector.refused_destinations = frozenset({"/queue/forbidden"})
+    _, handler = collector()
+    with running(rig):
+        good = rig.conn.subscribe("/queue/in", handler, id="good")
+        bad = rig.conn.subscribe("/queue/forbidden", handler, id="bad")
+        with pytest.raises(SubscriptionRefused, match="destination /queue/forbidden refused"):
+            bad.wait_active(5)
+        event = rig.events.wait_for(SubscriptionFailed)
+        assert (event.subscription_id, event.destination, event.losses) == (
+            "bad",
+            "/queue/forbidden",
+            0,
+        )
+        assert event.error is bad.error
+        good.wait_active(5)
+        assert rig.events.of_type(Disconnected) == []  # no fail-over for a named refusal
+        rig.connector.session(A).kill()
+        rig.events.wait_for(FailedOver)
+        good.wait_active(5)
+        assert list(rig.connector.session(B).subscriptions) == ["good"]
+
+
+def test_wait_active_names_what_ended_the_wait():
+    rig = make((A,), auto_confirm=False)
+    _, handler = collector()
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/in", handler, id="s1")
+        # The fake clock jumps to the deadline: no broker answered in time.
+        with pytest.raises(TimeoutError, match="'s1' not confirmed by a broker within 2"):
+            subscription.wait_active(2)
+        subscription.unsubscribe()
+        with pytest.raises(ConfigurationError, match="'s1' was unsubscribed"):
+            subscription.wait_active(2)
+        other = rig.conn.subscribe("/queue/in", handler, id="s2")
+    with pytest.raises(ConnectionClosed):
+        other.wait_active(2)

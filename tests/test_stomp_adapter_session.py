@@ -11,6 +11,7 @@ import logging
 import ssl
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,11 +20,13 @@ from stomp.utils import Frame
 from failover_client import (
     AuthenticationFailed,
     BrokerAddress,
+    BrokerRefused,
     BrokerUnavailable,
     ConfigurationError,
     FailoverOptions,
     ProtocolViolation,
     SendRejected,
+    SubscriptionRefused,
     TLSFailure,
 )
 from failover_client.adapter import Cancel, Received, SubscriptionSpec
@@ -387,13 +390,44 @@ def test_sends_with_receipts_confirm_each_once_and_many_may_be_outstanding() -> 
     assert outcomes[1][0] == 0
     assert isinstance(outcomes[1][1], SendRejected)
     assert str(outcomes[1][1]) == "stomp://b1:61613: broker rejected the message: not allowed"
-    # STOMP: the broker closes after an ERROR, so the session ends as well; the send still
-    # unconfirmed fails (the engine replays it), after the rejected one got its answer.
+    # The ERROR named its frame: nothing else is in doubt and the session goes on (ActiveMQ
+    # keeps the connection); a broker that closes it next is an ordinary loss.
+    assert len(outcomes) == 2
+    assert session.is_open
+    assert h.listener.lost == []
+    h.transport.play("disconnected")
     assert outcomes[2][0] == 2
-    assert isinstance(outcomes[2][1], BrokerUnavailable)
+    assert type(outcomes[2][1]) is BrokerUnavailable  # not refused: the engine replays it
     assert session.outstanding == 0
-    assert not session.is_open
-    assert [str(c) for c in h.listener.lost] == ["stomp://b1:61613: broker sent ERROR: not allowed"]
+    assert [type(c) for c in h.listener.lost] == [BrokerUnavailable]
+
+
+def test_a_subscribe_with_a_receipt_is_confirmed_or_refused_by_name() -> None:
+    h = Harness()
+    session = h.connect()
+    outcomes: dict[str, BaseException | None] = {}
+    session.subscribe(
+        SubscriptionSpec(id="good", destination="/queue/a"), partial(outcomes.__setitem__, "good")
+    )
+    session.subscribe(
+        SubscriptionSpec(id="bad", destination="/queue/b", headers=(("selector", "((("),)),
+        partial(outcomes.__setitem__, "bad"),
+    )
+    session.subscribe(SubscriptionSpec(id="plain", destination="/queue/c"), None)
+    frames = h.transport.frames
+    assert [(f[0], f[1].get("id"), f[1].get("receipt")) for f in frames] == [
+        ("SUBSCRIBE", "good", "fc-1"),
+        ("SUBSCRIBE", "bad", "fc-2"),
+        ("SUBSCRIBE", "plain", None),
+    ]
+    h.transport.play("receipt", {"receipt-id": "fc-1"})
+    h.transport.play("error", {"receipt-id": "fc-2", "message": "InvalidSelectorException"})
+    assert outcomes["good"] is None
+    refused = outcomes["bad"]
+    assert isinstance(refused, SubscriptionRefused)
+    assert refused.subscription_id == "bad"
+    assert "InvalidSelectorException" in str(refused)
+    assert session.is_open
 
 
 def test_send_without_confirmation_requests_no_receipt() -> None:
@@ -427,7 +461,7 @@ def test_loss_fails_outstanding_confirmations_then_calls_on_lost_once() -> None:
     with pytest.raises(BrokerUnavailable, match="session was lost"):
         session.send("/queue/a", b"z", {}, confirm)
     with pytest.raises(BrokerUnavailable, match="session was lost"):
-        session.subscribe(SubscriptionSpec(id="s", destination="/queue/a"))
+        session.subscribe(SubscriptionSpec(id="s", destination="/queue/a"), None)
     assert len(outcomes) == 2
 
 
@@ -443,6 +477,7 @@ def test_error_without_receipt_ends_the_session_with_the_brokers_message() -> No
     assert [str(c) for c in h.listener.lost] == [
         "stomp://b1:61613: broker sent ERROR: Unknown ack: detail"
     ]
+    assert isinstance(h.listener.lost[0], BrokerRefused)  # alive, and refused some frame
     h.transport.play("disconnected")
     assert len(h.listener.lost) == 1
 
@@ -476,7 +511,7 @@ def test_subscribe_ack_nack_unsubscribe_frames() -> None:
     h = Harness(client_id="c1")
     session = h.connect()
     session.subscribe(
-        SubscriptionSpec(id="s1", destination="/topic/t", ack="client", durable_name="d1")
+        SubscriptionSpec(id="s1", destination="/topic/t", ack="client", durable_name="d1"), None
     )
     h.transport.play(
         "message",

@@ -6,6 +6,7 @@ here given a "writer" that holds queued items until the test lets it write them 
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -14,10 +15,16 @@ from failover_client.uri import parse
 from stomp import utils as stomp_utils
 from stomp.utils import Frame
 
-from failover_client import BrokerUnavailable, ConfigurationError, FailoverOptions, SendRejected
+from failover_client import (
+    BrokerRefused,
+    BrokerUnavailable,
+    ConfigurationError,
+    FailoverOptions,
+    SendRejected,
+)
 from failover_client.net._writer import FrameWriter
 from failover_client.stomp._batch import GroupCommit, PendingSend, batching_supported
-from tests.test_stomp_adapter_session import Harness, ScriptedTransport, reported
+from tests.test_stomp_adapter_session import Harness, ScriptedTransport
 
 ACTIVEMQ = {"version": "1.2", "heart-beat": "0,0", "server": "ActiveMQ/5.17.2"}
 
@@ -353,14 +360,22 @@ def test_refused_commit_sends_each_again_alone_and_only_the_bad_one_fails(
     t.play("error", {"receipt-id": "fc-2", "message": "does not exist"}, b"")
     assert out.results[1] is None
     assert isinstance(out.results[2], SendRejected)
-    # An ERROR naming a send ends the session too (STOMP: the broker closes after ERROR):
-    # the send not yet confirmed fails, and the engine replays it on the next session.
+    # An ERROR naming a send answers that send only; the session goes on until the broker
+    # closes it. A close after an ERROR that named nothing is the broker refusing a frame.
+    assert 3 not in out.results
+    assert session.is_open
+    t.play("disconnected")
     assert isinstance(out.results[3], BrokerUnavailable)
-    assert not session.is_open
-    # The unattributed ERROR is reported, the COMMIT's not (the last one is the loss cause).
-    assert [str(e) for e in reported(caplog)] == [
-        "stomp://b1:61613: broker sent ERROR: dest does not exist"
+    (cause,) = _h.listener.lost
+    assert isinstance(cause, BrokerRefused)
+    assert "after an ERROR: stomp://b1:61613: broker sent ERROR: dest does not exist" in str(cause)
+    # The unattributed ERROR is logged once, as a warning (the broker's, not our failure).
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "failover_client.stomp" and r.levelno == logging.WARNING
     ]
+    assert warnings == ["stomp://b1:61613: broker sent ERROR: dest does not exist"]
 
 
 def test_commit_after_an_unattributed_error_confirms_nothing_and_resends_alone() -> None:

@@ -166,7 +166,7 @@ def test_deliver_needs_a_subscription_and_reaches_the_listener():
     session = FakeConnector().connect(A, timeout=1.0, listener=listener, cancel=Cancel())
     with pytest.raises(KeyError, match="no subscription 's1'"):
         session.deliver("s1", b"x")
-    session.subscribe(SubscriptionSpec("s1", "/queue/in"))
+    session.subscribe(SubscriptionSpec("s1", "/queue/in"), None)
     received = session.deliver("s1", b"x", message_id="ID:1", redelivered=True)
     assert listener.messages == [received]
     assert (received.destination, received.ack_id, received.redelivered) == (
@@ -259,12 +259,12 @@ def test_close_fails_outstanding_confirmations_without_a_loss_and_never_raises()
 @pytest.mark.parametrize("end", ["kill", "close"])
 def test_every_operation_after_the_end_raises_broker_unavailable(end):
     session = FakeConnector().connect(A, timeout=1.0, listener=Listener(), cancel=Cancel())
-    session.subscribe(SubscriptionSpec("s1", "/queue/in"))
+    session.subscribe(SubscriptionSpec("s1", "/queue/in"), None)
     received = session.deliver("s1", b"x")
     getattr(session, end)()
     calls = [
         lambda: session.send("/q", b"x", {}, None),
-        lambda: session.subscribe(SubscriptionSpec("s2", "/queue/in")),
+        lambda: session.subscribe(SubscriptionSpec("s2", "/queue/in"), None),
         lambda: session.unsubscribe("s1"),
         lambda: session.ack(received),
         lambda: session.nack(received),

@@ -224,7 +224,7 @@ def _listen_for_peers(
         headers=(("transformation", "jms-advisory-json"),),
     )
     try:
-        session.subscribe(spec)
+        session.subscribe(spec, None)
     except ConnectionFailure as exc:
         return (), f"advisory subscription failed: {exc}"
     # Existing bridges are replayed on subscribe; stop early only if the broker drops us.

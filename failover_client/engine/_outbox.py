@@ -66,6 +66,10 @@ class OutboundMessage:
     session: object | None = None
     """The session slot this message was last written to (opaque to the outbox)."""
     writes: int = 0
+    losses: int = 0
+    """Sessions that died while this message was unconfirmed on them (see ``_poison``)."""
+    suspect: bool = False
+    """Replayed alone, waiting for its confirmation, on the next session (see ``_poison``)."""
     done: bool = field(default=False)
 
     @property
@@ -172,6 +176,21 @@ class Outbox:
         return pending
 
     # --- reading ---------------------------------------------------------------------------
+
+    def pending(self) -> list[OutboundMessage]:
+        """Every pending message, oldest first."""
+        return list(self._pending.values())
+
+    def on(self, session: object) -> list[OutboundMessage]:
+        """The pending messages last written to ``session``, oldest first."""
+        return [m for m in self._pending.values() if m.session is session]
+
+    def first_not_on(self, session: object) -> OutboundMessage | None:
+        """The oldest pending message not yet written to ``session`` (the next to replay)."""
+        for message in self._pending.values():
+            if message.session is not session:
+                return message
+        return None
 
     def written_to(self, session: object) -> int:
         """How many pending messages were last written to ``session``."""

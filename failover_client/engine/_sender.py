@@ -8,6 +8,9 @@ futures resolved outside it.
 This is the hot path (measured against raw stomp.py): a send that finds the connection up and
 room in the window takes the lock once, allocates only its outbox entry and future, and does not
 build the wait machinery.
+
+Poison sends (a frame the broker answers by ending the session) are found as
+:mod:`~failover_client.engine._poison` says: :meth:`Sender.blame_loss` and :meth:`Sender.probe`.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from failover_client._errors import ConnectionFailure, SendTimeout
+from failover_client._errors import ConnectionFailure, SendRejected, SendTimeout
+from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
+from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Slot
 
 if TYPE_CHECKING:
@@ -278,6 +283,82 @@ class Sender:
         """Write ``replay`` to ``slot`` in order (caller holds ``slot.io_lock``)."""
         for message in replay:
             self._write_locked(slot, message)
+
+    def blame_loss(
+        self, unconfirmed: list[OutboundMessage], cause: BaseException, *, alone: bool
+    ) -> OutboundMessage | None:
+        """Count a session's loss against its ``unconfirmed`` messages (lock held).
+
+        ``alone``: nothing else (no subscription either) was unconfirmed on that session.
+        Returns the message this loss made poison: it is already out of the outbox (not
+        replayed); :meth:`quarantine` fails its caller once the lock is released.
+        """
+        for message in unconfirmed:
+            message.losses += 1
+            message.suspect = message.suspect or is_suspect(message.losses, cause)
+        if not alone or len(unconfirmed) != 1 or not is_poison(unconfirmed[0].losses, cause):
+            return None
+        poison = unconfirmed[0]
+        self.outbox.settle(poison)
+        self._stats.rejected += 1
+        self._cond.notify_all()
+        return poison
+
+    def exonerate(self) -> None:
+        """Clear every suspicion (lock held): the loss that raised them found its poison."""
+        for message in self.outbox.pending():
+            message.suspect = False
+
+    def suspects_waiting(self, slot: Slot) -> bool:
+        """Whether the next message to replay to ``slot`` is a suspect (lock held)."""
+        message = self.outbox.first_not_on(slot)
+        return message is not None and message.suspect
+
+    def probe(self, slot: Slot) -> None:
+        """Replay to ``slot``, one at a time, the suspect messages (no lock held).
+
+        Stops at the first message that is no suspect (the rest is replayed at once), when
+        ``slot`` dies, or when a confirmation takes longer than ``PROBE_TIMEOUT``.
+        """
+        state = self._state
+        terminal = self._terminal
+        while True:
+            with self._cond:
+                if not slot.alive or state.state in terminal:
+                    return
+                message = self.outbox.first_not_on(slot)
+                if message is None or not message.suspect:
+                    return
+                message.session = slot
+                message.writes += 1
+                self._stats.replayed += 1
+            with slot.io_lock:
+                self._write_locked(slot, message)
+
+            def settled(probed: OutboundMessage = message) -> bool:
+                return probed.done or not slot.alive or state.state in terminal
+
+            with self._cond:
+                done = self._cond.wait_until(settled, self._clock.monotonic() + PROBE_TIMEOUT)
+            if not done:
+                return
+
+    @staticmethod
+    def quarantine(
+        message: OutboundMessage, broker: str, cause: BaseException | None
+    ) -> PoisonQuarantined:
+        """Fail the caller of a poison ``message`` (lock not held); returns the event to emit."""
+        error = SendRejected(
+            f"send {message.message_id} to {message.destination} quarantined as poison after "
+            f"{message.losses} connection losses (the last: {cause})",
+            message_id=message.message_id,
+        )
+        error.__cause__ = cause
+        if message.future is not None:
+            message.future.set_exception(error)
+        return PoisonQuarantined(
+            message.message_id, message.destination, broker, message.losses, cause
+        )
 
     def abandon(self) -> list[OutboundMessage]:
         """Forget every outstanding message (lock held); :meth:`fail` their futures after."""

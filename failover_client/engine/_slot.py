@@ -31,6 +31,9 @@ class Slot:
     alive: bool = True
     cause: BaseException | None = None
     subscribed: set[str] = field(default_factory=set)
+    """Subscriptions written to this session (confirmed or not)."""
+    pending_subs: set[str] = field(default_factory=set)
+    """Subscriptions written to this session that it has neither confirmed nor refused."""
     io_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

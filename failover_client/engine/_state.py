@@ -46,6 +46,7 @@ from failover_client._events import (
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._outbox import MessageIds
+from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
 from failover_client.engine._subscriptions import (
@@ -117,6 +118,7 @@ class ConnectionState:
         self.wake = threading.Event()
         """Wakes the reconnect loop when something it watches changed."""
         self.sender = Sender(self, message_ids)
+        self.keeper = SubscriptionKeeper(self)
 
     # --- refusing work -----------------------------------------------------------------------
 
@@ -178,8 +180,12 @@ class ConnectionState:
             if slot is not None:
                 slot.subscribed.add(spec.id)
         if slot is not None:
-            self._call(slot, lambda session: session.subscribe(spec))
+            with slot.io_lock:
+                self.keeper.write(slot, spec)
         return subscription
+
+    def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
+        self.keeper.wait_active(subscription, timeout)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self.cond:
@@ -262,6 +268,18 @@ class ConnectionState:
                     return False
                 specs = [s for s in self.subscriptions.specs() if s.id not in slot.subscribed]
                 slot.subscribed.update(s.id for s in specs)
+            if specs:
+                self.keeper.restore(slot, specs)
+            with self.cond:
+                suspects = self.sender.suspects_waiting(slot)
+            if suspects:
+                # A loss counts against everything unconfirmed on the slot: a suspect is
+                # alone on the wire only once every SUBSCRIBE has its answer.
+                self.keeper.settle(slot)
+                self.sender.probe(slot)
+            with self.cond:
+                if not slot.alive or self.state in _TERMINAL:
+                    continue  # the check above ends the install
                 replay = self.sender.take_replay(slot)
                 if not specs and not replay:
                     self.state = "connected"
@@ -269,26 +287,9 @@ class ConnectionState:
                     return True
             # New sends wait for "connected", so nothing overtakes the replay; another round
             # catches up with subscriptions added while this one ran.
-            with slot.io_lock:
-                self._restore_locked(slot, specs)
-                self.sender.replay_locked(slot, replay)
-
-    def _restore_locked(self, slot: Slot, specs: list[SubscriptionSpec]) -> None:
-        """Subscribe ``specs`` on ``slot`` (caller holds ``slot.io_lock``)."""
-        session = slot.session
-        assert session is not None
-        for spec in specs:
-            with self.cond:
-                # Unsubscribed meanwhile: unsubscribe() waits for io_lock, but may have run
-                # before this loop took it.
-                wanted = self.subscriptions.get(spec.id) is not None
-            if not wanted:
-                continue
-            try:
-                session.subscribe(spec)
-            except ConnectionFailure as exc:
-                self.slot_lost(slot, exc)
-                return
+            if replay:
+                with slot.io_lock:
+                    self.sender.replay_locked(slot, replay)
 
     def is_live(self, slot: Slot) -> bool:
         """Whether ``slot`` still speaks for the connection (not retired, dead or closed)."""
@@ -303,6 +304,18 @@ class ConnectionState:
                 return
             slot.alive = False
             slot.cause = cause
+            unconfirmed = self.sender.outbox.on(slot)
+            alone = len(unconfirmed) + len(slot.pending_subs) == 1
+            poison = self.sender.blame_loss(unconfirmed, cause, alone=alone)
+            refused = self.keeper.blame_loss(slot, cause, alone=alone)
+            if refused is not None:
+                events.append(refused)
+            if poison is not None or refused is not None:
+                # The frames suspected with the poison one go again at once: brokers read
+                # in order, so what followed it was never read, and what preceded it was
+                # accepted (its confirmation lost with the connection, replayed at no risk).
+                self.sender.exonerate()
+                self.keeper.exonerate()
             current = slot.role == "current" and self.state not in _TERMINAL
             if current:
                 self.state = "reconnecting"
@@ -317,6 +330,11 @@ class ConnectionState:
         self.wake.set()
         if current:
             _log.warning("lost %s: %s", slot.broker, cause)
+        if poison is not None:
+            events.append(self.sender.quarantine(poison, slot.broker, cause))
+            _log.error("quarantined send %s as poison: %s", poison.message_id, cause)
+        if refused is not None:
+            _log.error("quarantined subscription %s as poison: %s", refused.subscription_id, cause)
         for event in events:
             self.emit(event)
 

@@ -27,6 +27,8 @@ class AckRouter(Protocol):
 
     def unsubscribe(self, subscription: Subscription) -> None: ...
 
+    def wait_active(self, subscription: Subscription, timeout: float | None) -> None: ...
+
 
 class Message:
     """A message delivered to a subscription handler.
@@ -113,6 +115,13 @@ class Subscription:
         self.handler = handler
         self._router = router
         self.delivered = 0
+        self.error: BaseException | None = None
+        """Why the broker refused it (a :class:`~failover_client.SubscriptionRefused`); once
+        set, the subscription is gone: not active, never restored."""
+        self.losses = 0
+        """Sessions that died with this subscription unanswered (poison detection)."""
+        self.suspect = False
+        """Restored alone, waiting for its confirmation, on the next session."""
 
     @property
     def id(self) -> str:
@@ -134,9 +143,21 @@ class Subscription:
         """Stop the subscription on the current broker and stop restoring it."""
         self._router.unsubscribe(self)
 
+    def wait_active(self, timeout: float | None = None) -> None:
+        """Block until the broker in use has confirmed this subscription.
+
+        Raises :class:`~failover_client.SubscriptionRefused` if a broker refused it (a bad
+        selector, an unknown exchange, no permission), :class:`TimeoutError` when no broker
+        confirmed it within ``timeout`` seconds (``None``: wait as long as it takes), the
+        connection's error if it closed or gave up, and ConfigurationError once unsubscribed.
+        """
+        self._router.wait_active(self, timeout)
+
     def __repr__(self) -> str:
+        refused = " refused" if self.error is not None else ""
         return (
-            f"<Subscription {self.id} {self.destination} ack={self.ack} delivered={self.delivered}>"
+            f"<Subscription {self.id} {self.destination} ack={self.ack} "
+            f"delivered={self.delivered}{refused}>"
         )
 
 

@@ -23,6 +23,7 @@ from failover_client._errors import (
 )
 
 __all__ = [
+    "NamedRefusal",
     "broker_error_text",
     "connect_error_from_frame",
     "redact",
@@ -128,9 +129,23 @@ def send_rejection_from_frame(
     message_id: str | None = None,
     secrets: Iterable[str | None] = (),
 ) -> SendRejected:
-    """The error for an ERROR frame that names the receipt of one SEND."""
+    """The error for an ERROR frame that names the receipt of one SEND (or SUBSCRIBE)."""
     text = broker_error_text(headers, body, secrets)
-    return SendRejected(f"{broker}: broker rejected the message: {text}", message_id=message_id)
+    return NamedRefusal(
+        f"{broker}: broker rejected the message: {text}",
+        message_id=message_id,
+        broker=broker,
+        text=text,
+    )
+
+
+class NamedRefusal(SendRejected):
+    """An ERROR naming one frame's receipt; keeps the broker's words for a SUBSCRIBE's error."""
+
+    def __init__(self, message: str, *, message_id: str | None, broker: str, text: str) -> None:
+        super().__init__(message, message_id=message_id)
+        self.broker = broker
+        self.text = text
 
 
 _OS_ERRORS: tuple[tuple[type[OSError], str], ...] = (

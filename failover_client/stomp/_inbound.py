@@ -6,9 +6,10 @@
 heart-beat watchdog calls :meth:`FrameEvents.on_silence` on its own.
 
 A listener that raises in ``on_message`` does not end the session: the error is logged on the
-``failover_client.stomp`` logger. An ERROR that names a receipt fails that one send; an ERROR
-about a refused group COMMIT sends the transaction's messages again one by one (the session
-goes on, as ActiveMQ's connection does); every other ERROR ends the session, as STOMP says the
+``failover_client.stomp`` logger. An ERROR that names a receipt fails that one send or
+subscription, and the session goes on until the broker closes it (ActiveMQ keeps it, RabbitMQ
+does not); an ERROR about a refused group COMMIT sends the transaction's messages again one by
+one; every other ERROR ends the session with :class:`BrokerRefused`, as STOMP says the
 broker's connection ends after one.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from failover_client._errors import BrokerUnavailable, ProtocolViolation
+from failover_client._errors import BrokerRefused, BrokerUnavailable, ProtocolViolation
 from failover_client.stomp._batch import Outcome
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -150,23 +151,32 @@ class FrameEvents:
             # group commit runs on, reports it so and keeps the connection: the oldest
             # unanswered run is now in doubt and its sends go again alone (see _batch), where
             # the broker's answer names the one it refuses. Not the end of the session.
-            state.report(self._error_cause(headers, body))
+            cause = self._error_cause(headers, body)
+            with state.lock:
+                first = state.refused_by is None
+                if first:
+                    state.refused_by = cause
+            if first:  # ActiveMQ sends one per chunk of a frame it could not parse
+                _log.warning("%s", cause)
             return
         if receipt is not None and state.receipts.is_ours(receipt):
+            # The ERROR names the frame it refuses (a SEND, a SUBSCRIBE): that frame has its
+            # answer, and nothing else is in doubt. ActiveMQ keeps the connection and goes
+            # on; RabbitMQ closes it, which the engine then sees as an ordinary loss.
             rejection = send_rejection_from_frame(
                 headers, body, broker=state.broker, secrets=state.secrets
             )
             state.complete(state.receipts.reject(receipt, rejection))
-        # STOMP says the broker closes the connection after an ERROR (RabbitMQ does). One
-        # that keeps it open (and has turned heart-beats off) would otherwise hold the session
-        # "connected" for good, every send timing out, the next broker never tried. The one
-        # send the ERROR named has its answer; every other unconfirmed send is failed here and
-        # replayed by the engine on the next broker.
+            return
+        # An ERROR that names nothing of ours. STOMP says the broker closes the connection
+        # after it (RabbitMQ does); one that keeps it open (and has turned heart-beats off)
+        # would otherwise hold the session "connected" for good, every send timing out, the
+        # next broker never tried. The broker refused *some* frame: the engine finds which.
         lose(state, self._error_cause(headers, body))
 
-    def _error_cause(self, headers: dict[str, str], body: Any) -> BrokerUnavailable:
+    def _error_cause(self, headers: dict[str, str], body: Any) -> BrokerRefused:
         state = self._state
-        return BrokerUnavailable(
+        return BrokerRefused(
             f"broker sent ERROR: {broker_error_text(headers, body, state.secrets)}",
             broker=state.broker,
         )
@@ -180,12 +190,21 @@ class FrameEvents:
         detail = ""
         if connecting and self._sniffed and not answered:
             detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
-        cause = BrokerUnavailable(
-            "connection closed by the broker"
-            + (" during the handshake" if connecting else "")
-            + detail,
-            broker=state.broker,
-        )
+        with state.lock:
+            refused_by = state.refused_by
+        cause: BrokerUnavailable
+        if refused_by is not None and not connecting:
+            cause = BrokerRefused(
+                f"connection closed by the broker after an ERROR: {refused_by}",
+                broker=state.broker,
+            )
+        else:
+            cause = BrokerUnavailable(
+                "connection closed by the broker"
+                + (" during the handshake" if connecting else "")
+                + detail,
+                broker=state.broker,
+            )
         lose(state, cause)
 
     # stomp.py calls these on every frame; without them it raises and catches AttributeError

@@ -20,9 +20,10 @@ are negotiated, one watchdog thread (``_heartbeat``). ``close()`` ends and joins
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 from failover_client._clock import Clock
-from failover_client._errors import BrokerUnavailable
+from failover_client._errors import BrokerUnavailable, SubscriptionRefused
 from failover_client.adapter import (
     Cancel,
     ConfirmCallback,
@@ -33,6 +34,7 @@ from failover_client.adapter import (
 from failover_client.stomp import _teardown
 from failover_client.stomp._batch import PendingSend
 from failover_client.stomp._encode import escape_headers
+from failover_client.stomp._errors import NamedRefusal
 from failover_client.stomp._frames import (
     ack_headers,
     send_headers,
@@ -200,9 +202,27 @@ class StompSession:
             # The loss already failed this confirmation through on_confirm: reporting it a
             # second time, by raising, would make the caller count one message twice.
 
-    def subscribe(self, spec: SubscriptionSpec) -> None:
-        """SUBSCRIBE with the spec's ack mode, durable name and extra headers."""
-        self._outbound.write("SUBSCRIBE", subscribe_headers(spec, self._client_id), None)
+    def subscribe(self, spec: SubscriptionSpec, on_confirm: ConfirmCallback | None) -> None:
+        """SUBSCRIBE with the spec's ack mode, durable name and extra headers.
+
+        With ``on_confirm`` a receipt is requested: RECEIPT confirms the subscription, an
+        ERROR naming the receipt refuses it (:class:`SubscriptionRefused`; ActiveMQ does so
+        for a bad selector and keeps the connection).
+        """
+        frame_headers = subscribe_headers(spec, self._client_id)
+        if on_confirm is None:
+            self._outbound.write("SUBSCRIBE", frame_headers, None)
+            return
+        state = self._state
+        receipt = state.receipts.add(partial(_subscription_outcome, spec.id, on_confirm))
+        if receipt is None:
+            raise state.dead_error()
+        frame_headers["receipt"] = receipt
+        try:
+            self._outbound.write("SUBSCRIBE", frame_headers, None)
+        except BrokerUnavailable:
+            if state.receipts.discard(receipt):
+                raise
 
     def unsubscribe(self, subscription_id: str) -> None:
         """UNSUBSCRIBE; a durable subscription stays on the broker (inactive)."""
@@ -226,3 +246,17 @@ class StompSession:
             f"outstanding={state.receipts.outstanding}"
             + (f", unknown_receipts={unknown})" if unknown else ")")
         )
+
+
+def _subscription_outcome(
+    subscription_id: str, on_confirm: ConfirmCallback, outcome: BaseException | None
+) -> None:
+    """A SUBSCRIBE's receipt outcome: the refusal of a send becomes one of the subscription."""
+    if isinstance(outcome, NamedRefusal):
+        refused = SubscriptionRefused(
+            f"{outcome.broker}: subscription {subscription_id!r} refused: {outcome.text}",
+            subscription_id=subscription_id,
+        )
+        refused.__cause__ = outcome
+        outcome = refused
+    on_confirm(outcome)

@@ -20,7 +20,7 @@ from typing import Literal
 from stomp.protocol import Protocol12
 
 from failover_client._clock import Clock
-from failover_client._errors import BrokerUnavailable, ConnectionFailure
+from failover_client._errors import BrokerRefused, BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import Session, SessionListener
 from failover_client.stomp._batch import GroupCommit
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatState
@@ -57,6 +57,7 @@ class SessionState:
         "phase",
         "protocol",
         "receipts",
+        "refused_by",
         "secrets",
         "session",
         "transport",
@@ -104,6 +105,9 @@ class SessionState:
         """Set when confirmed sends are batched into transactions (after CONNECTED)."""
         self.heartbeat: HeartbeatState | None = None
         self.monitor: HeartbeatMonitor | None = None
+        self.refused_by: BrokerRefused | None = None
+        """The first ERROR that named no frame of ours and did not end the session at once
+        (one inside a transaction): a close that follows was the broker refusing a frame."""
         self.bye_receipt: str | None = None
         self.bye = threading.Event()
         """Set by the DISCONNECT receipt, or when the connection ends without one."""

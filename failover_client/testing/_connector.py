@@ -19,7 +19,7 @@ Typical use::
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn
 
@@ -67,9 +67,17 @@ class FakeConnector:
     lists the broker keys of connects that ended because their token was cancelled.
     """
 
-    def __init__(self, *, clock: Clock | None = None, auto_confirm: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        auto_confirm: bool = True,
+        refused_destinations: Iterable[str] = (),
+    ) -> None:
         self._clock: Clock = clock or SystemClock()
         self.auto_confirm = auto_confirm
+        self.refused_destinations = frozenset(refused_destinations)
+        """Destinations every broker refuses a subscription to, by name (a bad selector's way)."""
         # Reentrant: wait_until predicates may call session() / attempted() under the lock.
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -133,7 +141,11 @@ class FakeConnector:
                     f"handshake did not finish within {timeout:g}s", broker=broker
                 )
         session = FakeSession(
-            address, listener, auto_confirm=self.auto_confirm, notify=self._notify
+            address,
+            listener,
+            auto_confirm=self.auto_confirm,
+            notify=self._notify,
+            refused_destinations=self.refused_destinations,
         )
         with self._lock:
             self.sessions.append(session)

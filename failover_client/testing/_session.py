@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from failover_client._errors import BrokerUnavailable, SendRejected
+from failover_client._errors import BrokerUnavailable, SendRejected, SubscriptionRefused
 from failover_client.adapter import (
     AdvertisedBrokers,
     ConfirmCallback,
@@ -66,10 +66,12 @@ class FakeSession:
         *,
         auto_confirm: bool,
         notify: Callable[[], None] | None = None,
+        refused_destinations: frozenset[str] = frozenset(),
     ) -> None:
         self._address = address
         self.listener = listener
         self.auto_confirm = auto_confirm
+        self.refused_destinations = refused_destinations
         self._notify = notify or _nothing
         self._lock = threading.Lock()
         self.sent: list[SentMessage] = []
@@ -77,6 +79,8 @@ class FakeSession:
         self.unsubscribed: list[str] = []
         self.acks: list[Received] = []
         self.nacks: list[Received] = []
+        self._subscribing: dict[str, ConfirmCallback] = {}
+        """Subscriptions not yet confirmed or refused (without ``auto_confirm``)."""
         self.alive = True
         """False once killed or closed."""
         self.closed = False
@@ -113,11 +117,27 @@ class FakeSession:
         if confirm_now and on_confirm is not None:
             on_confirm(None)
 
-    def subscribe(self, spec: SubscriptionSpec) -> None:
+    def subscribe(self, spec: SubscriptionSpec, on_confirm: ConfirmCallback | None) -> None:
+        """Record ``spec``; confirmed at once with ``auto_confirm``, else by the test.
+
+        A subscription to one of ``refused_destinations`` is refused at once, by name.
+        """
+        if spec.destination in self.refused_destinations and on_confirm is not None:
+            with self._lock:
+                self._check_alive()
+                self.subscriptions[spec.id] = spec
+                self._subscribing[spec.id] = on_confirm
+            self.refuse_subscription(spec.id, f"destination {spec.destination} refused")
+            return
         with self._lock:
             self._check_alive()
             self.subscriptions[spec.id] = spec
+            confirm_now = self.auto_confirm and on_confirm is not None
+            if on_confirm is not None and not confirm_now:
+                self._subscribing[spec.id] = on_confirm
         self._notify()
+        if confirm_now and on_confirm is not None:
+            on_confirm(None)
 
     def unsubscribe(self, subscription_id: str) -> None:
         with self._lock:
@@ -149,9 +169,9 @@ class FakeSession:
         error = BrokerUnavailable(
             "session closed before the broker confirmed", broker=str(self._address)
         )
-        for message in pending:
+        for callback in pending:
             try:
-                _complete(message, error)
+                callback(error)
             except Exception:  # noqa: BLE001 - close never raises; the rest still complete
                 _log.exception("%s: a confirmation callback failed on close", self._address)
         self._notify()
@@ -160,11 +180,14 @@ class FakeSession:
         if not self.alive:
             raise BrokerUnavailable("session is closed", broker=str(self._address))
 
-    def _take_unconfirmed_locked(self) -> list[SentMessage]:
+    def _take_unconfirmed_locked(self) -> list[ConfirmCallback]:
         pending = [m for m in self.sent if m.state == "unconfirmed"]
         for message in pending:
             message.state = "failed"
-        return pending
+        callbacks = [m.on_confirm for m in pending if m.on_confirm is not None]
+        callbacks.extend(self._subscribing.values())
+        self._subscribing.clear()
+        return callbacks
 
     # --- the test's side ----------------------------------------------------------------------
 
@@ -195,6 +218,31 @@ class FakeSession:
             error = None if reason is None else SendRejected(reason, message_id=message.message_id)
             _complete(message, error)
         return len(chosen)
+
+    def confirm_subscriptions(self) -> list[str]:
+        """Confirm every subscription still waiting (without ``auto_confirm``); their ids."""
+        with self._lock:
+            waiting = dict(self._subscribing)
+            self._subscribing.clear()
+        for callback in waiting.values():
+            callback(None)
+        return list(waiting)
+
+    def refuse_subscription(self, subscription_id: str, reason: str = "refused by broker") -> None:
+        """Refuse a waiting subscription by name, as a STOMP ERROR with its receipt does."""
+        with self._lock:
+            callback = self._subscribing.pop(subscription_id)
+            self.subscriptions.pop(subscription_id, None)
+        callback(
+            SubscriptionRefused(
+                f"{self._address}: subscription {subscription_id!r} refused: {reason}",
+                subscription_id=subscription_id,
+            )
+        )
+
+    def unconfirmed_subscriptions(self) -> list[str]:
+        with self._lock:
+            return list(self._subscribing)
 
     def deliver(
         self,
@@ -260,9 +308,9 @@ class FakeSession:
             f"session lost before the broker confirmed: {lost}", broker=broker
         )
         failures: list[Exception] = []
-        for message in pending:
+        for callback in pending:
             try:
-                _complete(message, error)
+                callback(error)
             except Exception as exc:  # noqa: BLE001 - re-raised below, after on_lost
                 failures.append(exc)
         self._notify()

@@ -39,7 +39,12 @@ from typing import Protocol
 
 import pytest
 
-from failover_client._errors import BrokerUnavailable, ConnectCancelled, ConnectionFailure
+from failover_client._errors import (
+    BrokerUnavailable,
+    ConnectCancelled,
+    ConnectionFailure,
+    SubscriptionRefused,
+)
 from failover_client.adapter import (
     AdvertisedBrokers,
     Cancel,
@@ -103,6 +108,9 @@ class ContractTarget:
     """An address whose port refuses connections; default: :func:`closed_port`."""
     safety: float = 15.0
     """Real seconds any wait lasts at most, against a hung adapter."""
+    refused_subscription: SubscriptionSpec | None = None
+    """A subscription the broker refuses by name (e.g. a bad selector); without one, the
+    refusal test is skipped with that reason."""
 
 
 class ContractListener:
@@ -297,7 +305,7 @@ class AdapterContract:
         message = Received("contract-late", target.destination, b"", ack_id="1", message_id="1")
         calls: dict[str, Callable[[], None]] = {
             "send": lambda: session.send(target.destination, b"late", target.send_headers, None),
-            "subscribe": lambda: session.subscribe(spec),
+            "subscribe": lambda: session.subscribe(spec, None),
             "unsubscribe": lambda: session.unsubscribe(spec.id),
             "ack": lambda: session.ack(message),
             "nack": lambda: session.nack(message),
@@ -388,7 +396,10 @@ class AdapterContract:
                 ack="client-individual",
                 headers=target.subscription_headers,
             )
-            session.subscribe(spec)
+            session.subscribe(spec, listener.confirmation(0))
+            # The broker confirms the subscription before anything is published to it.
+            assert listener.wait_for(lambda: 0 in listener.confirmations, target.safety)
+            assert listener.confirmations == {0: [None]}
             target.publish(target.destination, b"contract-message")
             assert listener.wait_for(lambda: bool(listener.messages), target.safety)
             (message,) = listener.messages
@@ -402,8 +413,28 @@ class AdapterContract:
             # shows the broker took the ack without ending the session.
             self._send(target, session, listener, 1)
             assert listener.wait_for(lambda: 1 in listener.confirmations, target.safety)
-            assert listener.confirmations == {1: [None]}
+            assert listener.confirmations == {0: [None], 1: [None]}
             session.unsubscribe(spec.id)
         finally:
             session.close()
         assert listener.lost == []
+
+    def test_a_refused_subscription_is_reported_to_its_callback(
+        self, contract_target: ContractTarget
+    ) -> None:
+        target = contract_target
+        listener = ContractListener()
+        refused = target.refused_subscription
+        if refused is None:
+            pytest.skip("the target names no subscription its broker refuses")
+        session = self._connect(target, listener)
+        try:
+            session.subscribe(refused, listener.confirmation(0))
+            assert listener.wait_for(lambda: 0 in listener.confirmations, target.safety)
+        finally:
+            session.close()
+        (outcome,) = listener.confirmations[0]
+        # Refused by name, once; whether the broker then ends the connection is its choice
+        # (RabbitMQ does, ActiveMQ does not), reported as a loss if it does.
+        assert isinstance(outcome, SubscriptionRefused), outcome
+        assert outcome.subscription_id == refused.id

@@ -1,0 +1,211 @@
+"""Subscribing on a session: every SUBSCRIBE confirmed, refusals surfaced, poison found.
+
+Each subscription is written with a confirmation callback, so the connection knows which
+subscriptions a session has confirmed (``Subscription.wait_active``) and which it has only
+been asked for. A broker that refuses one by name (an ERROR naming its receipt, an AMQP attach
+refused) ends it at once: it is removed, ``Subscription.error`` is set, ``SubscriptionFailed``
+is emitted, and it is never restored elsewhere. A broker that ends the session over it without
+naming it is found by the poison rule of :mod:`~failover_client.engine._poison`: suspects are
+restored one at a time on the next session, before the others.
+
+Runs under the connection's lock and each slot's ``io_lock`` like the rest of
+:class:`~failover_client.engine._state.ConnectionState` (``io_lock`` -> lock); events are emitted
+after the lock is released.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from failover_client._errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    SubscriptionRefused,
+)
+from failover_client._events import SubscriptionFailed
+from failover_client.adapter import SubscriptionSpec
+from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
+from failover_client.engine._slot import Slot
+from failover_client.engine._subscriptions import Subscription
+
+if TYPE_CHECKING:
+    from failover_client.engine._state import ConnectionState
+
+__all__ = ["SubscriptionKeeper"]
+
+_log = logging.getLogger("failover_client")
+
+
+class SubscriptionKeeper:
+    """Writes, confirms, restores and refuses the subscriptions of one connection."""
+
+    def __init__(self, state: ConnectionState) -> None:
+        self._state = state
+        self._cond = state.cond
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def write(self, slot: Slot, spec: SubscriptionSpec) -> bool:
+        """SUBSCRIBE ``spec`` on ``slot`` (caller holds ``slot.io_lock``); False if it died."""
+        session = slot.session
+        with self._cond:
+            if not slot.alive or session is None:
+                return False
+            slot.pending_subs.add(spec.id)
+        try:
+            session.subscribe(spec, partial(self._answered, slot, spec.id))
+        except ConnectionFailure as exc:
+            self._state.slot_lost(slot, exc)
+            return False
+        return True
+
+    def restore(self, slot: Slot, specs: list[SubscriptionSpec]) -> None:
+        """Subscribe ``specs`` on ``slot``: suspects one at a time first, then the rest at once.
+
+        No lock held. Returns early when the slot dies; the install loop then ends.
+        """
+        with self._cond:
+            suspects = [s for s in specs if self._is_suspect(s.id)]
+        for spec in suspects:
+            with slot.io_lock:
+                if self._wanted(spec) and not self.write(slot, spec):
+                    return
+            if not self.settle(slot, (spec.id,)):
+                return
+        with slot.io_lock:
+            for spec in specs:
+                if spec not in suspects and self._wanted(spec) and not self.write(slot, spec):
+                    return
+
+    def settle(self, slot: Slot, ids: Iterable[str] | None = None) -> bool:
+        """Wait until ``ids`` (default: all) are answered on ``slot``, at most ``PROBE_TIMEOUT``.
+
+        False when the slot died or the connection ended meanwhile. A broker that takes longer
+        is slow, not refusing: the caller goes on.
+        """
+        state = self._state
+        waiting = None if ids is None else frozenset(ids)
+
+        def answered() -> bool:
+            if not slot.alive or state.state in state.TERMINAL:
+                return True
+            pending = slot.pending_subs
+            return not pending if waiting is None else pending.isdisjoint(waiting)
+
+        with self._cond:
+            self._cond.wait_until(answered, state.clock.monotonic() + PROBE_TIMEOUT)
+            return slot.alive and state.state not in state.TERMINAL
+
+    def _wanted(self, spec: SubscriptionSpec) -> bool:
+        # Unsubscribed (or refused) meanwhile: unsubscribe() waits for io_lock, but may have
+        # run before the caller took it.
+        with self._cond:
+            return self._state.subscriptions.get(spec.id) is not None
+
+    def _is_suspect(self, subscription_id: str) -> bool:
+        subscription = self._state.subscriptions.get(subscription_id)
+        return subscription is not None and subscription.suspect
+
+    # --- answers -----------------------------------------------------------------------------
+
+    def _answered(self, slot: Slot, subscription_id: str, outcome: BaseException | None) -> None:
+        """A session's verdict on one SUBSCRIBE (adapter thread, or inside ``write``)."""
+        if outcome is not None and not isinstance(outcome, SubscriptionRefused):
+            return  # the session died first: the loss counts it, the next session restores it
+        failed: SubscriptionFailed | None = None
+        with self._cond:
+            if subscription_id not in slot.pending_subs:
+                return
+            slot.pending_subs.discard(subscription_id)
+            subscription = self._state.subscriptions.get(subscription_id)
+            if subscription is not None:
+                if outcome is None:
+                    subscription.losses = 0  # a broker accepted it: it is not poison
+                    subscription.suspect = False
+                else:
+                    failed = self._refuse_locked(subscription, slot, outcome)
+            self._cond.notify_all()
+        if failed is not None:
+            _log.error("subscription %s refused: %s", subscription_id, failed.error)
+            self._state.emit(failed)
+
+    def blame_loss(
+        self, slot: Slot, cause: BaseException, *, alone: bool
+    ) -> SubscriptionFailed | None:
+        """Count ``slot``'s loss against its unanswered subscriptions (lock held).
+
+        ``alone``: nothing else was unconfirmed on the slot. Returns the event of the one
+        subscription this loss made poison (already removed); emit it after the lock.
+        """
+        unanswered = [
+            s for i in slot.pending_subs if (s := self._state.subscriptions.get(i)) is not None
+        ]
+        for subscription in unanswered:
+            subscription.losses += 1
+            subscription.suspect = subscription.suspect or is_suspect(subscription.losses, cause)
+        if not alone or len(unanswered) != 1 or not is_poison(unanswered[0].losses, cause):
+            return None
+        poison = unanswered[0]
+        error = SubscriptionRefused(
+            f"subscription {poison.id!r} to {poison.destination} quarantined as poison after "
+            f"{poison.losses} connection losses (the last: {cause})",
+            subscription_id=poison.id,
+        )
+        error.__cause__ = cause
+        return self._refuse_locked(poison, slot, error)
+
+    def exonerate(self) -> None:
+        """Clear every suspicion (lock held): the loss that raised them found its poison."""
+        for spec in self._state.subscriptions.specs():
+            subscription = self._state.subscriptions.get(spec.id)
+            if subscription is not None:
+                subscription.suspect = False
+
+    def _refuse_locked(
+        self, subscription: Subscription, slot: Slot, error: BaseException
+    ) -> SubscriptionFailed:
+        self._state.subscriptions.remove(subscription.id)
+        slot.subscribed.discard(subscription.id)
+        subscription.error = error
+        return SubscriptionFailed(
+            subscription.id, subscription.destination, slot.broker, subscription.losses, error
+        )
+
+    # --- the application's wait --------------------------------------------------------------
+
+    def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
+        """Block until the current session confirmed ``subscription`` (see ``Subscription``)."""
+        state = self._state
+        deadline = None if timeout is None else state.clock.monotonic() + timeout
+
+        def decided() -> bool:
+            if subscription.error is not None or state.state in state.TERMINAL:
+                return True
+            if state.subscriptions.get(subscription.id) is not subscription:
+                return True
+            slot = state.current
+            return (
+                state.state == "connected"
+                and slot is not None
+                and subscription.id in slot.subscribed
+                and subscription.id not in slot.pending_subs
+            )
+
+        with self._cond:
+            done = self._cond.wait_until(decided, deadline)
+            error = subscription.error
+            if error is not None:
+                raise SubscriptionRefused(
+                    str(error), subscription_id=subscription.id
+                ) from error.__cause__
+            if state.state in state.TERMINAL:
+                state.raise_unusable()
+            if state.subscriptions.get(subscription.id) is not subscription:
+                raise ConfigurationError(f"subscription {subscription.id!r} was unsubscribed")
+        if not done:
+            raise TimeoutError(
+                f"subscription {subscription.id!r} not confirmed by a broker within {timeout} s"
+            )
