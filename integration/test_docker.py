@@ -59,3 +59,26 @@ def test_backend_choice_explains_a_missing_engine() -> None:
             choose_backend("artemis")
         with pytest.raises(BackendUnavailable, match="no Docker engine answers"):
             choose_backend("activemq", "docker")
+
+
+def test_failover_connection_over_amqp_on_artemis_survives_a_kill(
+    artemis_cluster: Cluster, unique_queue: str
+) -> None:
+    # Imported here: the other tests of this file run without the AMQP extra.
+    import queue  # noqa: PLC0415
+
+    from failover_client import FailoverConnection  # noqa: PLC0415
+
+    login, passcode = artemis_cluster[0].credentials or (None, None)
+    members = ",".join(broker.uri("amqp") for broker in artemis_cluster)
+    uri = f"failover:({members})?randomize=false&initialReconnectDelay=0"
+    inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    with FailoverConnection(uri, login=login, passcode=passcode) as conn:
+        conn.connect()
+        # Subscriber and sender on the same broker, whatever routing Artemis gives the address.
+        conn.subscribe(unique_queue, lambda message: inbox.put(message.body)).wait_active(30)
+        conn.send(unique_queue, b"before", timeout=30)
+        assert inbox.get(timeout=30) == b"before"
+        artemis_cluster.broker_at(conn.broker).kill()
+        conn.send(unique_queue, b"after", timeout=30)  # replayed after the failover if in doubt
+        assert inbox.get(timeout=30) == b"after"

@@ -52,10 +52,14 @@ class PoisonConnector(FakeConnector):
         super().__init__(**kwargs)
         self.lose_first_receipts = lose_first_receipts
         self.refuse = refuse
+        self.first_death_plain = False
+        """The first death is a reset without a word (the broker's ERROR lost with it)."""
+        self.deaths = 0
         """Die with BrokerRefused (an ERROR naming nothing); else as a crash, without a word."""
 
     def _die(self, session: FakeSession, address: BrokerAddress) -> None:
-        if self.refuse:
+        self.deaths += 1
+        if self.refuse and not (self.first_death_plain and self.deaths == 1):
             session.kill(BrokerRefused("broker sent ERROR: frame refused", broker=str(address)))
         else:
             session.kill(BrokerUnavailable("connection reset", broker=str(address)))
@@ -244,7 +248,7 @@ def test_a_broker_that_crashes_on_a_frame_without_a_word_quarantines_it_later():
 
 
 def test_a_poison_subscription_is_refused_after_two_losses_and_the_rest_carries_on():
-    with connected() as rig:
+    with connected(autojump=False) as rig:  # no virtual deadline passes while threads switch
         good = rig.conn.subscribe("/queue/good", lambda m: None)
         good.wait_active(SAFETY)
         bad = rig.conn.subscribe(POISON_DESTINATION, lambda m: None)
@@ -263,6 +267,17 @@ def test_a_poison_subscription_is_refused_after_two_losses_and_the_rest_carries_
         rig.conn.send("/queue/q", b"later")
         assert rig.failovers() == POISON_LOSSES
         assert "refused" in repr(bad)
+
+
+def test_a_poison_subscription_whose_first_error_was_lost_still_costs_two_failovers():
+    with connected(autojump=False) as rig:  # no virtual deadline passes while threads switch
+        assert isinstance(rig.connector, PoisonConnector)
+        rig.connector.first_death_plain = True  # RabbitMQ resets: its ERROR never arrives
+        bad = rig.conn.subscribe(POISON_DESTINATION, lambda m: None)
+        with pytest.raises(SubscriptionRefused, match="after 2 connection losses"):
+            bad.wait_active(SAFETY)
+        rig.events.wait_for(SubscriptionFailed)  # events come on the dispatch thread, in order
+        assert rig.failovers() == POISON_LOSSES
 
 
 def test_the_outbox_lists_what_a_session_holds_and_what_it_still_needs():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -40,6 +39,7 @@ from failover_client.engine._loop import ReconnectLoop
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
 from failover_client.engine._placement import (
     PlanPolicy,
+    Redirects,
     better_brokers,
     plan,
     redirected,
@@ -138,9 +138,7 @@ class FailoverConnection:
             message_ids=MessageIds(self._client_id),
         )
         self._sender = self._state.sender
-        self._redirect_lock = threading.Lock()
-        self._redirect: BrokerAddress | None = None
-        """Where a broker redirected the client: the next reconnect run tries it first, once."""
+        self._redirects = Redirects(self._clock)
         self._tiers = tiers_for(members, options, tiers)
         self.pool = BrokerPool(
             members,
@@ -176,6 +174,7 @@ class FailoverConnection:
             emit=self._emit,
             new_slot=self._new_slot,
             events=self,
+            redirects=self._redirects.take,
         )
         self._loop = ReconnectLoop(
             state=self._state,
@@ -443,9 +442,7 @@ class FailoverConnection:
 
     def _dial_plan(self) -> list[BrokerAddress]:
         """The plan of a reconnect run: a pending redirect goes first, and is used up."""
-        with self._redirect_lock:
-            target, self._redirect = self._redirect, None
-        return redirected(self._plan(), target)
+        return redirected(self._plan(), self._redirects.take())
 
     def _better(self, current: BrokerAddress) -> list[BrokerAddress]:
         if not self._options.priority_backup:
@@ -471,12 +468,12 @@ class FailoverConnection:
         self.update_brokers(advertised.brokers, source=advertised.source)
         if not (advertised.redirect and advertised.brokers):
             return
+        slot.redirected = True
         # Only where the merge let it in: an ignored list, or an entry the address map
         # dropped, is not followed, so a redirect cannot bypass the pool's rules.
         target = self.pool.entry_for(advertised.brokers[0])
         if target is not None:
-            with self._redirect_lock:
-                self._redirect = target
+            self._redirects.offer(target)
 
 
 def _resolve(

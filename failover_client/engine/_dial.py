@@ -90,6 +90,7 @@ class Dialer:
         emit: Callable[[Event], None],
         new_slot: Callable[[BrokerAddress], Slot],
         events: SlotEvents,
+        redirects: Callable[[], BrokerAddress | None] = lambda: None,
     ) -> None:
         self._connector = connector
         self._pool = pool
@@ -101,6 +102,7 @@ class Dialer:
         self._emit = emit
         self._new_slot = new_slot
         self._events = events
+        self._redirects = redirects
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
         self._cancel_lock = threading.Lock()
@@ -209,16 +211,13 @@ class Dialer:
                 self._emit(
                     ReconnectAttempt(str(address), run.attempts, delay if index == 0 else 0.0)
                 )
-                try:
-                    slot = self.open(address)
-                except (AuthenticationFailed, TLSFailure) as exc:
-                    causes[str(address)] = exc
-                    struck.add(address.key)
-                    fatal = fatal or exc
-                except ConnectionFailure as exc:
-                    causes[str(address)] = exc
-                else:
+                slot = self._try(address, causes, struck)
+                if slot is None and not isinstance(causes.get(str(address)), _FATAL):
+                    slot = self._hop(run.attempts, causes, struck)
+                if slot is not None:
                     return DialOutcome(slot, run.attempts, self._clock.monotonic() - started)
+                if isinstance(error := causes.get(str(address)), _FATAL):
+                    fatal = fatal or error
             if fatal is not None and not remaining:
                 self.last_causes = tuple(causes.items())
                 raise fatal
@@ -229,6 +228,37 @@ class Dialer:
                     "; ".join(f"{b}: {type(e).__name__}" for b, e in causes.items()),
                 )
                 self._emit(ReconnectWarning(run.attempts, _pairs(causes)))
+
+    def _try(
+        self, address: BrokerAddress, causes: dict[str, BaseException], struck: set[str]
+    ) -> Slot | None:
+        """Open ``address``; on failure note the cause (a fatal one strikes the broker)."""
+        try:
+            return self.open(address)
+        except (AuthenticationFailed, TLSFailure) as exc:
+            causes[str(address)] = exc
+            struck.add(address.key)
+        except ConnectionFailure as exc:
+            causes[str(address)] = exc
+        return None
+
+    def _hop(self, attempt: int, causes: dict[str, BaseException], struck: set[str]) -> Slot | None:
+        """Follow the redirects the failed broker (and each target) asked for, at once.
+
+        A hop is part of the attempt that was redirected: no delay, not counted by the
+        schedule. How many are followed in a row is bounded where they are offered.
+        """
+        while (target := self._redirects()) is not None and target.key not in struck:
+            if self._stop.is_set():
+                raise Interrupted
+            self._emit(ReconnectAttempt(str(target), attempt, 0.0))
+            slot = self._try(target, causes, struck)
+            if slot is not None:
+                return slot
+        return None
+
+
+_FATAL = (AuthenticationFailed, TLSFailure)
 
 
 def _pairs(causes: dict[str, BaseException]) -> tuple[tuple[str, BaseException], ...]:

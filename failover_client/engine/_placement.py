@@ -7,7 +7,8 @@
   each tier, each broker once.
 * :func:`better_brokers` names the brokers of a strictly better tier than the current one: what
   priority backup probes in the background.
-* :func:`redirected` puts the broker a redirect named at the head of a plan.
+* :func:`redirected` puts the broker a redirect named at the head of a plan, and
+  :class:`Redirects` holds the pending redirect and bounds how many are followed in a row.
 
 Keeping "where should I be" a pure function of (pool state, policy, current broker) is what lets
 client-side rebalancing (rendezvous hashing) plug in later as one more decision here.
@@ -15,13 +16,34 @@ client-side rebalancing (rendezvous hashing) plug in later as one more decision 
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from failover_client._clock import Clock
 from failover_client.policies import distinct_plan
 from failover_client.uri import BrokerAddress, FailoverOptions, broker_key
 
-__all__ = ["PlanPolicy", "better_brokers", "plan", "redirected", "tiers_for"]
+__all__ = [
+    "MAX_REDIRECT_HOPS",
+    "REDIRECT_WINDOW",
+    "PlanPolicy",
+    "Redirects",
+    "better_brokers",
+    "plan",
+    "redirected",
+    "tiers_for",
+]
+
+_log = logging.getLogger("failover_client")
+
+MAX_REDIRECT_HOPS = 5
+"""Redirects followed in a row; more within :data:`REDIRECT_WINDOW` are not followed, so two
+brokers that send a client to each other cannot bounce it forever."""
+
+REDIRECT_WINDOW = 30.0
+"""Seconds without a redirect after which the count of redirects in a row starts again."""
 
 
 class PlanPolicy(Protocol):
@@ -92,3 +114,46 @@ def redirected(plan: Sequence[BrokerAddress], target: BrokerAddress | None) -> l
         return list(plan)
     head = [a for a in plan if a.key == target.key][:1]
     return head + [a for a in plan if a.key != target.key]
+
+
+class Redirects:
+    """The redirect a broker asked for, waiting to be followed; thread-safe.
+
+    A redirect is a hop, not a failure: the dialer tries its target at once, in the same
+    attempt, and the reconnect schedule does not count it. At most :data:`MAX_REDIRECT_HOPS`
+    are followed in a row (a row ends after :data:`REDIRECT_WINDOW` seconds without one).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._target: BrokerAddress | None = None
+        self._hops = 0
+        self._last = -REDIRECT_WINDOW
+
+    def offer(self, target: BrokerAddress) -> bool:
+        """Follow ``target`` next, unless too many redirects came in a row; True if taken."""
+        now = self._clock.monotonic()
+        with self._lock:
+            if now - self._last > REDIRECT_WINDOW:
+                self._hops = 0
+            self._last = now
+            if self._hops >= MAX_REDIRECT_HOPS:
+                refused = True
+            else:
+                refused = False
+                self._hops += 1
+                self._target = target
+        if refused:
+            _log.warning(
+                "not following a redirect to %s: %d redirects in a row already",
+                target,
+                MAX_REDIRECT_HOPS,
+            )
+        return not refused
+
+    def take(self) -> BrokerAddress | None:
+        """The target to try next, once (None when no redirect is pending)."""
+        with self._lock:
+            target, self._target = self._target, None
+        return target

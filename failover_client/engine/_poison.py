@@ -9,9 +9,12 @@ the adapter reports the loss as :class:`~failover_client.BrokerRefused`, and bro
 reliably confirm the frames written before the bad one (ActiveMQ drops their receipts when it
 closes), so one loss cannot name the culprit. The rule, for sends and subscriptions alike:
 
-* every loss counts against every frame written to the dying session and not yet confirmed;
+* every loss counts against every frame written to the dying session and not yet confirmed,
+  except a redirect (the broker sent the client elsewhere, it refused nothing);
 * such a frame becomes a *suspect* when the loss was a refusal, or at its
-  :data:`POISON_LOSSES`-th loss of any kind (a broker that crashes on it without a word);
+  :data:`POISON_LOSSES`-th loss of any kind (a broker that crashes on it without a word); a
+  subscription after any loss (a broker that resets the connection with frames of ours
+  unread loses its ERROR with it, and a SUBSCRIBE restored alone costs no throughput);
 * on the next session, suspects are written one at a time, each waiting for its confirmation
   (at most :data:`PROBE_TIMEOUT`) before the next; everything else, and new work, waits;
   a loss now names one frame: the only one unconfirmed;

@@ -27,7 +27,7 @@ from failover_client._errors import (
 )
 from failover_client._events import SubscriptionFailed
 from failover_client.adapter import SubscriptionSpec
-from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
+from failover_client.engine._poison import PROBE_TIMEOUT, is_poison
 from failover_client.engine._slot import Slot
 from failover_client.engine._subscriptions import Subscription
 
@@ -145,7 +145,10 @@ class SubscriptionKeeper:
         ]
         for subscription in unanswered:
             subscription.losses += 1
-            subscription.suspect = subscription.suspect or is_suspect(subscription.losses, cause)
+            # A suspect after any loss, refusal or not: a broker that resets the connection
+            # with our frames unread loses its ERROR with it (RabbitMQ, seen here), and a
+            # SUBSCRIBE restored alone costs a round trip, no throughput.
+            subscription.suspect = True
         if not alone or len(unanswered) != 1 or not is_poison(unanswered[0].losses, cause):
             return None
         poison = unanswered[0]

@@ -35,6 +35,8 @@ class Slot:
     pending_subs: set[str] = field(default_factory=set)
     """Subscriptions written to this session that it has neither confirmed nor refused."""
     io_lock: threading.Lock = field(default_factory=threading.Lock)
+    redirected: bool = False
+    """The broker sent the client elsewhere: its end blames no frame (see ``_poison``)."""
 
     @property
     def broker(self) -> str:

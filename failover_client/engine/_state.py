@@ -304,10 +304,12 @@ class ConnectionState:
                 return
             slot.alive = False
             slot.cause = cause
-            unconfirmed = self.sender.outbox.on(slot)
-            alone = len(unconfirmed) + len(slot.pending_subs) == 1
-            poison = self.sender.blame_loss(unconfirmed, cause, alone=alone)
-            refused = self.keeper.blame_loss(slot, cause, alone=alone)
+            poison = refused = None
+            if not slot.redirected:  # a broker that sends us elsewhere refused no frame
+                unconfirmed = self.sender.outbox.on(slot)
+                alone = len(unconfirmed) + len(slot.pending_subs) == 1
+                poison = self.sender.blame_loss(unconfirmed, cause, alone=alone)
+                refused = self.keeper.blame_loss(slot, cause, alone=alone)
             if refused is not None:
                 events.append(refused)
             if poison is not None or refused is not None:

@@ -34,6 +34,19 @@ from __future__ import annotations
 
 from ._activemq import FAST_JVM_OPTIONS
 from ._amqp_client import amqp_drain, amqp_send
+from ._amqp_peer import AmqpPeer
+from ._amqp_peer_config import (
+    AMQP_REDIRECT,
+    FAILOVER_SERVER_LIST,
+    AmqpPeerConfig,
+    PeerCondition,
+    PeerMessage,
+    PeerOpen,
+    PeerOutcome,
+    artemis_server_list,
+    redirect_condition,
+    router_server_list,
+)
 from ._backend import BACKEND_ENV, BACKENDS, choose_backend, start_cluster
 from ._broker import Broker
 from ._cluster import Cluster
@@ -64,11 +77,15 @@ from ._stomp_client import StompClient
 from ._tls import broker_tls, fresh_ca_and_broker_tls
 
 __all__ = [
+    "AMQP_REDIRECT",
     "BACKENDS",
     "BACKEND_ENV",
+    "FAILOVER_SERVER_LIST",
     "FAST_JVM_OPTIONS",
     "TO_BROKER",
     "TO_CLIENT",
+    "AmqpPeer",
+    "AmqpPeerConfig",
     "BackendUnavailable",
     "Broker",
     "BrokerError",
@@ -85,6 +102,10 @@ __all__ = [
     "Endpoint",
     "FaultProxy",
     "LocalBroker",
+    "PeerCondition",
+    "PeerMessage",
+    "PeerOpen",
+    "PeerOutcome",
     "PortTakenError",
     "ReceivedMessage",
     "StompClient",
@@ -93,11 +114,14 @@ __all__ = [
     "amqp_drain",
     "amqp_open",
     "amqp_send",
+    "artemis_server_list",
     "broker_tls",
     "choose_backend",
     "fresh_ca_and_broker_tls",
     "kill_all",
     "proxied_failover_uri",
+    "redirect_condition",
+    "router_server_list",
     "start_cluster",
     "stomp_connected",
     "tcp_accepts",

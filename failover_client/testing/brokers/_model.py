@@ -66,7 +66,7 @@ class Connector:
 
 @dataclass(frozen=True)
 class TlsOptions:
-    """Key material for a ``stomp+ssl`` connector on ActiveMQ (see ``broker_tls``).
+    """Key material for a TLS listener: ``stomp+ssl`` on ActiveMQ, ``amqps`` on RabbitMQ.
 
     The key store holds the broker's key and certificate chain (PKCS12); a trust store is
     only needed when the broker must verify client certificates (``need_client_auth``).
@@ -77,6 +77,10 @@ class TlsOptions:
     truststore: Path | None = None
     truststore_password: str | None = None
     need_client_auth: bool = False
+    certificate_pem: Path | None = None
+    """The broker's certificate chain as PEM, for brokers that read PEM (RabbitMQ)."""
+    key_pem: Path | None = None
+    """The broker's private key as unencrypted PEM, beside ``certificate_pem``."""
 
     def __post_init__(self) -> None:
         if self.need_client_auth and self.truststore is None:
@@ -185,10 +189,11 @@ class ClusterSpec:
                 f"users is only supported for ActiveMQ, not {self.kind.value}; its brokers "
                 "already require their own login (see Broker.credentials)"
             )
+        if self.tls is not None and self.kind is BrokerKind.ARTEMIS:
+            raise ValueError("tls is only supported for ActiveMQ and RabbitMQ, not artemis")
         if self.kind is not BrokerKind.ACTIVEMQ:
             for name, value in (
                 ("network", self.network),
-                ("tls", self.tls),
                 ("extra_connectors", self.extra_connectors),
                 ("jvm_options", self.jvm_options),
             ):

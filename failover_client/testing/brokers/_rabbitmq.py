@@ -23,7 +23,7 @@ from pathlib import Path
 from ._cluster import Cluster
 from ._errors import BackendUnavailable, BrokerError, BrokerStartError, PortTakenError
 from ._local import LocalBroker
-from ._model import BrokerKind, ClusterSpec, Endpoint
+from ._model import BrokerKind, ClusterSpec, Endpoint, TlsOptions
 from ._ownership import Ownership, PortState, port_owner
 from ._ports import allocate_ports
 from ._process import ManagedProcess
@@ -47,18 +47,31 @@ def rabbitmq_missing() -> str | None:
     return None
 
 
-def _node_config(amqp_port: int, stomp_port: int) -> str:
-    return "\n".join(
-        [
-            f"listeners.tcp.1 = {HOST}:{amqp_port}",
-            f"stomp.listeners.tcp.1 = {HOST}:{stomp_port}",
-            "log.console = true",
-            "log.console.level = info",
-            "log.console.use_colors = off",
-            "log.file = false",
-            "",
+def _node_config(
+    amqp_port: int, stomp_port: int, tls: TlsOptions | None, amqps_port: int | None
+) -> str:
+    lines = [
+        f"listeners.tcp.1 = {HOST}:{amqp_port}",
+        f"stomp.listeners.tcp.1 = {HOST}:{stomp_port}",
+        "log.console = true",
+        "log.console.level = info",
+        "log.console.use_colors = off",
+        "log.file = false",
+    ]
+    if tls is not None and amqps_port is not None:
+        if tls.certificate_pem is None or tls.key_pem is None:
+            raise ValueError("RabbitMQ needs PEM files: TlsOptions from broker_tls() have them")
+        if tls.need_client_auth:
+            raise ValueError("client certificates are not set up for RabbitMQ nodes")
+        # AMQP 1.0 (and 0.9.1) over TLS on its own port; clients show no certificate.
+        lines += [
+            f"listeners.ssl.1 = {HOST}:{amqps_port}",
+            f"ssl_options.certfile = {tls.certificate_pem}",
+            f"ssl_options.keyfile = {tls.key_pem}",
+            "ssl_options.verify = verify_none",
+            "ssl_options.fail_if_no_peer_cert = false",
         ]
-    )
+    return "\n".join([*lines, ""])
 
 
 class LocalRabbitMQ(LocalBroker):
@@ -79,9 +92,13 @@ class LocalRabbitMQ(LocalBroker):
         amqp_port: int,
         stomp_port: int,
         dist_port: int,
+        tls: TlsOptions | None = None,
+        amqps_port: int | None = None,
     ) -> None:
         base_dir.mkdir(parents=True, exist_ok=True)
-        (base_dir / "rabbitmq.conf").write_text(_node_config(amqp_port, stomp_port))
+        (base_dir / "rabbitmq.conf").write_text(
+            _node_config(amqp_port, stomp_port, tls, amqps_port)
+        )
         (base_dir / "enabled_plugins").write_text(PLUGINS)
         env = {
             # Nothing else from our environment: a user's ERL_* or RABBITMQ_* must not leak in.
@@ -119,6 +136,8 @@ class LocalRabbitMQ(LocalBroker):
             "amqp": Endpoint("amqp", HOST, amqp_port),
             "stomp": Endpoint("stomp", HOST, stomp_port),
         }
+        if amqps_port is not None:
+            endpoints["amqps"] = Endpoint("amqps", HOST, amqps_port)
         super().__init__(name, endpoints, [str(RABBITMQ_SERVER)], env, base_dir)
         self.node = node
         self._ctl_env = {
@@ -258,12 +277,15 @@ def build_rabbitmq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
     if reason is not None:
         raise BackendUnavailable(reason)
     root.mkdir(parents=True, exist_ok=True)
-    ports = allocate_ports(1 + 3 * spec.size)
+    per_node = 4 if spec.tls else 3
+    ports = allocate_ports(1 + per_node * spec.size)
     epmd = _Epmd(root, ports[0])
     run = uuid.uuid4().hex[:8]  # node names unique per run, so no stale registration matters
     brokers = []
     for i in range(spec.size):
-        amqp_port, stomp_port, dist_port = ports[1 + 3 * i : 4 + 3 * i]
+        mine = ports[1 + per_node * i : 1 + per_node * (i + 1)]
+        amqp_port, stomp_port, dist_port = mine[:3]
+        amqps_port = mine[3] if spec.tls else None
         name = f"{spec.label}-{i}"
         node = f"fc{run}{spec.label.replace('-', '')}{i}@localhost"
         brokers.append(
@@ -276,6 +298,8 @@ def build_rabbitmq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
                 amqp_port=amqp_port,
                 stomp_port=stomp_port,
                 dist_port=dist_port,
+                tls=spec.tls,
+                amqps_port=amqps_port,
             )
         )
     epmd.start()

@@ -29,7 +29,7 @@ def broker_tls(
     hostnames: Sequence[str] = ("127.0.0.1", "localhost"),
     client_ca: trustme.CA | None = None,
 ) -> TlsOptions:
-    """Issue a server certificate from ``ca`` and write it as a PKCS12 key store.
+    """Issue a server certificate from ``ca`` and write it as a PKCS12 key store (and PEM).
 
     With ``client_ca`` the broker also gets a trust store holding that CA and requires client
     certificates (``need_client_auth``).
@@ -57,8 +57,14 @@ def broker_tls(
             BestAvailableEncryption(password.encode()),
         )
     )
+    # RabbitMQ reads PEM files; the key file is readable by its owner only.
+    certificate_pem = directory / "broker-chain.pem"
+    certificate_pem.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    key_pem = directory / "broker-key.pem"
+    key_pem.touch(mode=0o600)
+    key_pem.write_bytes(leaf.private_key_pem.bytes())
     if client_ca is None:
-        return TlsOptions(keystore, password)
+        return TlsOptions(keystore, password, certificate_pem=certificate_pem, key_pem=key_pem)
     truststore = directory / "broker-truststore.p12"
     ca_pem = directory / "client-ca.pem"
     client_ca.cert_pem.write_to_path(str(ca_pem))
@@ -85,7 +91,15 @@ def broker_tls(
         check=True,
         capture_output=True,
     )
-    return TlsOptions(keystore, password, truststore, password, need_client_auth=True)
+    return TlsOptions(
+        keystore,
+        password,
+        truststore,
+        password,
+        need_client_auth=True,
+        certificate_pem=certificate_pem,
+        key_pem=key_pem,
+    )
 
 
 def fresh_ca_and_broker_tls(directory: Path) -> tuple[TlsOptions, Path]:

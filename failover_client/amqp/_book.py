@@ -1,0 +1,86 @@
+"""Callbacks waiting for the broker: confirmed sends and subscriptions.
+
+Each callback fires exactly once: with the broker's answer, or with the cause when the
+session ends first. The book changes its state under a lock and *returns* what to run; the
+caller runs it outside the lock (a callback may call the session again). After
+:meth:`Book.fail_all` the book refuses new entries, checked under the same lock, so nothing
+can slip in after the session died and wait forever.
+
+Thread-safe: callers' threads add, the container thread completes, and ``close()`` fails what
+is left even when the container thread is stuck in a listener.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Iterable
+
+from failover_client.adapter import ConfirmCallback
+
+__all__ = ["Book", "Completion", "run_all"]
+
+_log = logging.getLogger("failover_client.amqp")
+
+Completion = tuple[ConfirmCallback, BaseException | None]
+"""One callback and its outcome (``None`` = confirmed)."""
+
+
+class Book:
+    """Outstanding callbacks by token."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens = itertools.count(1)
+        self._waiting: dict[int, ConfirmCallback] = {}
+        self._closed_by: BaseException | None = None
+
+    def add(self, callback: ConfirmCallback) -> int | None:
+        """Register ``callback``; its token, or None when the session already ended."""
+        with self._lock:
+            if self._closed_by is not None:
+                return None
+            token = next(self._tokens)
+            self._waiting[token] = callback
+            return token
+
+    def discard(self, token: int) -> bool:
+        """Forget ``token`` without calling back; False if it was already completed."""
+        with self._lock:
+            return self._waiting.pop(token, None) is not None
+
+    def complete(self, token: int, outcome: BaseException | None) -> Completion | None:
+        """The answer for ``token``; None if it was completed already."""
+        with self._lock:
+            callback = self._waiting.pop(token, None)
+        return None if callback is None else (callback, outcome)
+
+    def fail_all(self, cause: BaseException) -> list[Completion]:
+        """Fail every outstanding callback with ``cause`` and refuse new ones; idempotent."""
+        with self._lock:
+            if self._closed_by is None:
+                self._closed_by = cause
+            waiting, self._waiting = self._waiting, {}
+        return [(callback, cause) for callback in waiting.values()]
+
+    @property
+    def outstanding(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def __repr__(self) -> str:
+        state = "failed" if self._closed_by is not None else "open"
+        return f"Book(outstanding={self.outstanding}, {state})"
+
+
+def run_all(completions: Iterable[Completion | None]) -> None:
+    """Run completions in order; one that raises is logged and the others still run."""
+    for completion in completions:
+        if completion is None:
+            continue
+        callback, outcome = completion
+        try:
+            callback(outcome)
+        except Exception:  # noqa: BLE001 - the engine's bug must not kill the container thread
+            _log.exception("a confirmation callback failed")

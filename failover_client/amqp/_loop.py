@@ -1,0 +1,124 @@
+"""The thread that runs one session's proton Container, and how other threads reach it.
+
+proton's objects are not thread-safe: everything that touches the connection runs on the
+container thread. Other threads hand it work with :meth:`ContainerThread.post`, which puts an
+:class:`~proton.reactor.ApplicationEvent` carrying the call on proton's
+:class:`~proton.reactor.EventInjector` (a queue and a pipe the container's selector watches):
+the container wakes at once, no thread polls or sleeps.
+
+proton's EventInjector never closes its pipe. Once the container has ended, :class:`_Mailbox`
+closes it, and refuses further posts under a lock: a write to a closed pipe descriptor could
+otherwise land in whatever file reused its number.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from proton import Handler
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+__all__ = ["CALL_EVENT", "ContainerThread"]
+
+_log = logging.getLogger("failover_client.amqp")
+
+CALL_EVENT = "failover_client_call"
+"""The application event type; the handler's ``on_failover_client_call`` runs the call."""
+
+
+class _Mailbox(EventInjector):
+    """proton's event injector, closed for good once the container ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._released = False
+
+    def post(self, call: Callable[[], None]) -> bool:
+        """Queue ``call`` for the container thread; False once the container ended."""
+        with self._lock:
+            if self._released:
+                return False
+            self.trigger(ApplicationEvent(CALL_EVENT, subject=call))
+            return True
+
+    def release(self) -> None:
+        """Refuse further posts and close the pipe (after the container ended)."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            for fd in self.pipe:
+                os.close(fd)
+
+
+class ContainerThread:
+    """A proton Container with its own thread, started by :meth:`start`.
+
+    ``on_crash`` runs on the thread if the container raises (a bug in a handler, or proton's
+    own socket code failing, e.g. an unroutable address).
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        name: str,
+        on_crash: Callable[[BaseException], None],
+        container_id: str | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {}
+        if container_id is not None:
+            kwargs["container_id"] = container_id
+        self.container = Container(handler, **kwargs)
+        self._mailbox = _Mailbox()
+        self.container.selectable(self._mailbox)
+        self._on_crash = on_crash
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.ended = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def post(self, call: Callable[[], None]) -> bool:
+        """Run ``call`` on the container thread soon; False once the container ended."""
+        return self._mailbox.post(call)
+
+    def on_thread(self) -> bool:
+        """Whether the caller is the container thread itself."""
+        return threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        """End the container once the events already queued are handled (container thread)."""
+        self.container.stop()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread to end (never the caller's own); True if it did."""
+        if not self.started:
+            self._mailbox.release()
+            return True
+        if self.on_thread():
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            self.container.run()
+        except Exception as exc:  # noqa: BLE001 - reported as the loss of the session
+            self._on_crash(exc)
+        finally:
+            self._mailbox.release()
+            self.ended.set()
+
+    def __repr__(self) -> str:
+        state = "ended" if self.ended.is_set() else ("running" if self.started else "new")
+        return f"ContainerThread({self._thread.name!r}, {state})"

@@ -1,0 +1,233 @@
+"""The receive side of one AMQP session (container thread only).
+
+Each subscription is one receiver link on an AMQP session of its own: RabbitMQ answers a
+source it refuses (``/amq/queue/<missing>``) by ending the AMQP session, and that must end
+only the refused subscription, never the others or the connection.
+
+The link gets ``prefetch`` credit, topped up as deliveries are settled, so at most
+``prefetch`` messages are unsettled at a time (in ``client`` modes: delivered, not acked).
+The subscription is confirmed when the broker's attach names a source; refused
+(:class:`SubscriptionRefused`) when it names none, or the link or its AMQP session ends with a
+condition first. A link that ends *after* it was confirmed is the loss of the whole session
+(:class:`BrokerRefused` with the broker's condition): the engine restores the subscription
+where it reconnects.
+
+Acknowledgement: ``auto`` accepts each delivery after ``on_message`` returned; ``client``
+accepts on :meth:`Incoming.ack` the acked delivery and every earlier one of its subscription
+(STOMP's cumulative ``client`` mode); ``client-individual`` only the acked one. A nack
+releases the delivery, so the broker delivers it again (RabbitMQ 3.10 does not redeliver a
+*modified* one on the same link).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+
+from proton import Connection, Delivery, Link, Message, Receiver, Terminus
+
+from failover_client._errors import ConnectionFailure
+from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.amqp._book import run_all
+from failover_client.amqp._convert import received
+from failover_client.amqp._errors import Condition, closed_error, subscription_refusal
+from failover_client.amqp._state import SessionState
+
+__all__ = ["DEFAULT_PREFETCH", "Incoming"]
+
+_log = logging.getLogger("failover_client.amqp")
+
+DEFAULT_PREFETCH = 100
+"""Credit per receiver link (unsettled messages at most); no URI option sets it yet."""
+
+
+class _Subscription:
+    __slots__ = ("confirmed", "link", "spec", "token", "unsettled")
+
+    def __init__(self, spec: SubscriptionSpec, link: Receiver, token: int | None) -> None:
+        self.spec = spec
+        self.link = link
+        self.token = token
+        self.confirmed = False
+        self.unsettled: OrderedDict[str, Delivery] = OrderedDict()
+        """Delivered, not yet settled, by ack id, in delivery order."""
+
+
+class Incoming:
+    """Receiver links by subscription id and the deliveries they hold."""
+
+    def __init__(
+        self,
+        state: SessionState,
+        fail_session: Callable[[ConnectionFailure], None],
+        *,
+        prefetch: int,
+    ) -> None:
+        self._state = state
+        self._fail_session = fail_session
+        self._prefetch = prefetch
+        self.connection: Connection | None = None
+        self._by_id: dict[str, _Subscription] = {}
+        self._by_name: dict[str, _Subscription] = {}
+        self._ack_ids: dict[str, _Subscription] = {}
+        self._counter = itertools.count(1)
+        self.first_acquirer_marks_first = False
+        """Set when the broker is known to mark first deliveries (see ``_convert``)."""
+
+    def subscribe(self, spec: SubscriptionSpec, token: int | None) -> None:
+        connection = self.connection
+        if connection is None:
+            raise RuntimeError("subscribe before the AMQP connection was created")
+        if spec.id in self._by_id:
+            self.unsubscribe(spec.id)  # a second subscribe with one id replaces the first
+        session = connection.session()
+        session.open()
+        durable = spec.durable_name is not None
+        name = spec.durable_name or f"failover-client-sub-{next(self._counter)}"
+        link = session.receiver(name)
+        link.source.address = spec.destination
+        if durable:
+            # Survives the link's detach and the connection: the broker keeps the messages.
+            link.source.durability = Terminus.DELIVERIES
+            link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        link.target.address = spec.destination
+        link.open()
+        link.flow(self._prefetch)
+        subscription = _Subscription(spec, link, token)
+        self._by_id[spec.id] = subscription
+        self._by_name[link.name] = subscription
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        """Stop the subscription; a durable one only detaches (it stays on the broker)."""
+        subscription = self._by_id.pop(subscription_id, None)
+        if subscription is None:
+            return
+        self._forget(subscription)
+        link = subscription.link
+        if subscription.spec.durable_name is not None:
+            link.detach()
+        else:
+            link.close()
+        link.session.close()
+        if subscription.token is not None:
+            # Unsubscribed before the broker answered: the subscription was never in force.
+            run_all([self._state.book.complete(subscription.token, None)])
+
+    def ack(self, ack_id: str) -> None:
+        self._settle(ack_id, Delivery.ACCEPTED)
+
+    def nack(self, ack_id: str) -> None:
+        self._settle(ack_id, Delivery.RELEASED)
+
+    def _settle(self, ack_id: str, outcome: int) -> None:
+        subscription = self._ack_ids.get(ack_id)
+        if subscription is None:
+            _log.debug("%s: ack/nack of an unknown or settled delivery", self._state.broker)
+            return
+        if outcome == Delivery.ACCEPTED and subscription.spec.ack == "client":
+            settle = []
+            for key in subscription.unsettled:
+                settle.append(key)
+                if key == ack_id:
+                    break
+        else:
+            settle = [ack_id]
+        for key in settle:
+            delivery = subscription.unsettled.pop(key)
+            del self._ack_ids[key]
+            delivery.update(outcome)
+            delivery.settle()
+        self._top_up(subscription)
+
+    def _top_up(self, subscription: _Subscription) -> None:
+        link = subscription.link
+        wanted = self._prefetch - link.credit - len(subscription.unsettled)
+        # In batches of half the window: one flow frame per delivery would double the traffic.
+        if wanted > 0 and (wanted >= self._prefetch // 2 or link.credit == 0):
+            link.flow(wanted)
+
+    def _forget(self, subscription: _Subscription) -> None:
+        self._by_name.pop(subscription.link.name, None)
+        for key in subscription.unsettled:
+            self._ack_ids.pop(key, None)
+        subscription.unsettled.clear()
+
+    # -- proton events (from the handler) ---------------------------------------------------
+
+    def owns(self, link: Link) -> bool:
+        return link.name in self._by_name
+
+    def on_remote_attach(self, link: Link) -> None:
+        subscription = self._by_name.get(link.name)
+        if subscription is None or subscription.confirmed:
+            return
+        if link.remote_source.type == Terminus.UNSPECIFIED:
+            return  # refused: the detach with its reason follows
+        subscription.confirmed = True
+        token, subscription.token = subscription.token, None
+        if token is not None:
+            run_all([self._state.book.complete(token, None)])
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        link = delivery.link
+        subscription = self._by_name.get(link.name)
+        if subscription is None or delivery.partial or not delivery.readable:
+            return
+        raw = link.recv(delivery.pending) or b""
+        link.advance()
+        message = Message()
+        message.decode(raw)
+        ack_id = f"{next(self._counter)}"
+        spec = subscription.spec
+        item: Received = received(
+            message,
+            subscription_id=spec.id,
+            destination=spec.destination,
+            ack_id=ack_id,
+            first_acquirer_marks_first=self.first_acquirer_marks_first,
+        )
+        subscription.unsettled[ack_id] = delivery
+        self._ack_ids[ack_id] = subscription
+        state = self._state
+        try:
+            state.listener.on_message(state.session, item)
+        except Exception as exc:  # noqa: BLE001 - a raising listener must not end the session
+            state.report(exc)
+        if spec.ack == "auto" and self._by_id.get(spec.id) is subscription:
+            self._settle(ack_id, Delivery.ACCEPTED)
+        else:
+            self._top_up(subscription)
+
+    def on_link_ended(self, link: Link, condition: Condition | None) -> bool:
+        """The broker ended ``link`` (or its AMQP session); False if it is not ours."""
+        subscription = self._by_name.get(link.name)
+        if subscription is None:
+            return False
+        self._by_id.pop(subscription.spec.id, None)
+        self._forget(subscription)
+        if link.state & Link.LOCAL_ACTIVE:
+            link.close()
+        if link.session.state & Link.LOCAL_ACTIVE:
+            link.session.close()
+        if subscription.confirmed:
+            self._fail_session(
+                closed_error(
+                    condition,
+                    broker=self._state.broker,
+                    what=f"subscription to {subscription.spec.destination}",
+                    secrets=self._state.secrets,
+                )
+            )
+            return True
+        error = subscription_refusal(
+            condition,
+            broker=self._state.broker,
+            destination=subscription.spec.destination,
+            subscription_id=subscription.spec.id,
+        )
+        _log.info("%s", error)
+        if subscription.token is not None:
+            run_all([self._state.book.complete(subscription.token, error)])
+        return True

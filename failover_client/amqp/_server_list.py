@@ -1,0 +1,219 @@
+"""Brokers an AMQP 1.0 broker names on the data connection, read as untrusted input.
+
+Two shapes arrive:
+
+* the ``failover-server-list`` connection property of the broker's open frame, a list of maps.
+  Artemis sends ``{network-host, hostname, port, scheme}`` with an int port, naming the HA
+  backup of the node the client is on; Qpid Dispatch and skupper routers send their listener's
+  configured list with the port as a string, the scheme optional and no hostname;
+* the info map of an ``amqp:connection:redirect`` error condition (Artemis connection routers
+  send ``{network-host, port}``; scheme and hostname are optional).
+
+Keys arrive as AMQP symbols or strings; a proton ``symbol`` is a ``str``, so both read alike.
+An entry that cannot be used is logged (its index and what is wrong, with bad values shortened
+and anything before an ``@`` masked) and skipped, so one bad entry does not hide the others.
+At most :data:`MAX_ENTRIES` entries are read.
+
+An entry names a broker and nothing more: the address built from it carries a scheme, a host and
+a port, never credentials or options, whatever else the map holds (a broker must not change how
+the client behaves; the pool gives discovered brokers the seeds' credentials). Without a scheme
+an entry takes the current broker's. A plain ``amqp`` entry seen over TLS keeps its own scheme
+and is logged: the pool's merge decides what to make of it (it keeps a broker it knows as TLS on
+TLS, and upgrades plain entries when every seed uses TLS).
+
+``hostname`` (the virtual host and TLS server name the broker wants) is checked like a host but
+not kept: a :class:`~failover_client.uri.BrokerAddress` has no place for it and the pool drops
+options, so a connection to an advertised broker names its network host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections.abc import Mapping
+
+from failover_client.uri import BrokerAddress
+
+__all__ = ["MAX_ENTRIES", "parse_redirect", "parse_server_list"]
+
+_log = logging.getLogger("failover_client.amqp")
+
+MAX_ENTRIES = 64
+"""Entries read from one ``failover-server-list``; the rest is logged and ignored."""
+
+_NETWORK_HOST = "network-host"
+_HOSTNAME = "hostname"
+_PORT = "port"
+_SCHEME = "scheme"
+_SCHEMES = ("amqp", "amqps")
+
+_MAX_HOST = 253  # the longest DNS name
+_MAX_PORT_TEXT = 5
+_SHOWN = 40  # characters of a bad value a log line shows
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*", re.ASCII)
+_SAFE = re.compile(r"[A-Za-z0-9._:%*@\[\]-]*", re.ASCII)  # may be shown up to its end
+
+
+class _Unusable(ValueError):
+    """Why an entry cannot be used; its text is safe to log."""
+
+
+def parse_server_list(value: object, *, current: BrokerAddress) -> tuple[BrokerAddress, ...]:
+    """The brokers of a ``failover-server-list`` property, in the order the broker sent them.
+
+    ``current`` is the broker whose open frame carried the list: entries without a scheme take
+    its scheme. Unusable entries are logged and skipped; a value that is not a list yields ().
+    """
+    if not isinstance(value, list | tuple):
+        _log.warning("failover-server-list ignored: not a list but %s", _kind(value))
+        return ()
+    if len(value) > MAX_ENTRIES:
+        _log.warning(
+            "failover-server-list has %d entries: reading the first %d, ignoring the rest",
+            len(value),
+            MAX_ENTRIES,
+        )
+    brokers = []
+    for index, entry in enumerate(value[:MAX_ENTRIES]):
+        try:
+            address = _address(entry, current)
+        except _Unusable as exc:
+            _log.warning("failover-server-list entry %d skipped: %s", index, exc)
+            continue
+        if current.tls and not address.tls:
+            _log.warning(
+                "failover-server-list entry %d names plain %s for %s while this connection uses"
+                " TLS; the broker pool decides whether it stays plain",
+                index,
+                address.scheme,
+                address.authority,
+            )
+        brokers.append(address)
+    return tuple(brokers)
+
+
+def parse_redirect(info: object, *, current: BrokerAddress) -> BrokerAddress | None:
+    """Where an ``amqp:connection:redirect`` condition's ``info`` map sends the client.
+
+    None (logged) when the map is missing or unusable. Without a scheme the redirect keeps
+    ``current``'s.
+    """
+    try:
+        address = _address(info, current)
+    except _Unusable as exc:
+        _log.warning("amqp:connection:redirect not followed: %s", exc)
+        return None
+    if current.tls and not address.tls:
+        _log.warning(
+            "amqp:connection:redirect names plain %s for %s while this connection uses TLS;"
+            " the broker pool decides whether it stays plain",
+            address.scheme,
+            address.authority,
+        )
+    return address
+
+
+def _address(entry: object, current: BrokerAddress) -> BrokerAddress:
+    if not isinstance(entry, Mapping):
+        raise _Unusable(f"not a map but {_kind(entry)}")
+    host = _host(entry.get(_NETWORK_HOST), _NETWORK_HOST)
+    port = _port(entry.get(_PORT))
+    scheme = _scheme(entry.get(_SCHEME), current)
+    hostname = entry.get(_HOSTNAME)
+    if hostname is not None and hostname != "":
+        _host(hostname, _HOSTNAME)
+    # Scheme, host and port only: nothing else of the entry or of ``current`` comes along.
+    return BrokerAddress(scheme, host, port)
+
+
+def _host(value: object, name: str) -> str:
+    if value is None:
+        raise _Unusable(f"no {name}")
+    if not isinstance(value, str):
+        raise _Unusable(f"{name} is not a string but {_kind(value)}")
+    if not value:
+        raise _Unusable(f"{name} is empty")
+    if len(value) > _MAX_HOST + 2:  # room for the brackets of an IPv6 literal
+        raise _Unusable(f"{name} is too long ({len(value)} characters)")
+    if "@" in value:
+        # Whatever stands before an '@' may be credentials: the message never shows it.
+        raise _Unusable(f"{name} {_shown(value)} holds an '@' (user info is not a host)")
+    if ":" not in value:
+        if not _NAME.fullmatch(value):
+            raise _Unusable(f"{name} {_shown(value)} is not a host name or IPv4 address")
+        if _is_unspecified_ipv4(value):
+            raise _Unusable(f"{name} {value} is the wildcard address, not a broker")
+        return str(value)
+    literal = value[1:-1] if value.startswith("[") and value.endswith("]") else str(value)
+    address, _, zone = literal.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        raise _Unusable(f"{name} {_shown(value)} is not an IPv6 address") from None
+    if "%" in literal and not _NAME.fullmatch(zone):
+        raise _Unusable(f"{name} {_shown(value)} has a bad IPv6 zone")
+    if ip.is_unspecified:
+        raise _Unusable(f"{name} {_shown(value)} is the wildcard address, not a broker")
+    return literal
+
+
+def _is_unspecified_ipv4(host: str) -> bool:
+    try:
+        return ipaddress.IPv4Address(host).is_unspecified
+    except ValueError:
+        return False  # a host name
+
+
+def _port(value: object) -> int:
+    if value is None:
+        raise _Unusable("no port")
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _Unusable(f"port is {_kind(value)}, not a number")
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit() and len(value) <= _MAX_PORT_TEXT):
+            raise _Unusable(f"port {_shown(value)} is not a number")
+        number = int(value)
+    else:
+        number = int(value)  # proton's ulong, uint, ushort... are ints
+    if not 1 <= number <= 65535:
+        raise _Unusable(f"port {_shown(number)} is out of range 1-65535")
+    return number
+
+
+def _scheme(value: object, current: BrokerAddress) -> str:
+    if value is None:
+        return current.scheme
+    if not isinstance(value, str):
+        raise _Unusable(f"scheme is {_kind(value)}, not a string")
+    scheme = value.lower() if len(value) <= len("amqps") else value
+    if scheme not in _SCHEMES:
+        raise _Unusable(f"unknown scheme {_shown(value)} (known: {', '.join(_SCHEMES)})")
+    return str(scheme)
+
+
+def _kind(value: object) -> str:
+    """A value's type, for a log line: never the value itself."""
+    if value is None:
+        return "nothing"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+def _shown(value: object) -> str:
+    """A bad value for a log line: never what may be user info or a query after the host.
+
+    Text before an ``@`` is masked, text after the first character that cannot be part of a
+    host (``?``, ``/``, ``&``, a space...) is left out, the rest is shortened and escaped.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return _kind(value)
+    if isinstance(value, int):
+        # A huge int costs time to print (and Python refuses past 4300 digits).
+        return str(int(value)) if -(10**9) < value < 10**9 else "a very large number"
+    text = str(value)
+    if "@" in text:
+        text = "***@" + text.rpartition("@")[2]
+    safe = _SAFE.match(text)
+    cut = min(safe.end() + 1 if safe else 0, _SHOWN)
+    return repr(text[:cut]) + ("..." if len(text) > cut else "")

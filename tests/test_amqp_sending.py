@@ -1,0 +1,74 @@
+"""The broker's dispositions for a confirmed send, and the confirmation book."""
+
+from __future__ import annotations
+
+import pytest
+from proton import Delivery
+
+from failover_client.amqp._book import Book, run_all
+from failover_client.amqp._sending import MAX_RESENDS, verdict
+
+
+@pytest.mark.parametrize(
+    ("outcome", "settled", "resends", "expected"),
+    [
+        (Delivery.ACCEPTED, True, 0, "accepted"),
+        (Delivery.ACCEPTED, False, 0, "accepted"),
+        (Delivery.REJECTED, True, 0, "rejected"),
+        (Delivery.RELEASED, True, 0, "resend"),
+        (Delivery.MODIFIED, True, MAX_RESENDS - 1, "resend"),
+        (Delivery.RELEASED, True, MAX_RESENDS, "released"),
+        (Delivery.MODIFIED, True, MAX_RESENDS, "released"),
+        (0, False, 0, "wait"),
+        (Delivery.RECEIVED, False, 0, "wait"),
+        (0, True, 0, "accepted"),
+    ],
+)
+def test_a_disposition_decides_the_send(
+    outcome: int, settled: bool, resends: int, expected: str
+) -> None:
+    assert verdict(outcome, settled=settled, resends=resends) == expected
+
+
+def test_the_resend_bound_is_three() -> None:
+    assert MAX_RESENDS == 3
+
+
+def test_each_callback_runs_once_and_none_after_the_book_failed() -> None:
+    book = Book()
+    outcomes: list[tuple[str, BaseException | None]] = []
+    first = book.add(lambda error: outcomes.append(("first", error)))
+    second = book.add(lambda error: outcomes.append(("second", error)))
+    assert first is not None
+    assert second is not None
+    run_all([book.complete(first, None), book.complete(first, None)])
+    cause = RuntimeError("lost")
+    run_all(book.fail_all(cause))
+    run_all(book.fail_all(cause))
+    assert outcomes == [("first", None), ("second", cause)]
+    assert book.add(lambda error: None) is None
+    assert book.outstanding == 0
+    assert repr(book) == "Book(outstanding=0, failed)"
+
+
+def test_a_discarded_callback_never_runs() -> None:
+    book = Book()
+    token = book.add(lambda error: pytest.fail("must not run"))
+    assert token is not None
+    assert book.discard(token)
+    assert not book.discard(token)
+    run_all(book.fail_all(RuntimeError("lost")))
+
+
+def test_a_raising_callback_does_not_stop_the_others() -> None:
+    book = Book()
+    seen: list[BaseException | None] = []
+
+    def broken(error: BaseException | None) -> None:
+        raise ValueError("engine bug")
+
+    book.add(broken)
+    book.add(seen.append)
+    cause = RuntimeError("lost")
+    run_all(book.fail_all(cause))
+    assert seen == [cause]
