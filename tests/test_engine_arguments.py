@@ -152,6 +152,10 @@ def test_update_brokers_refuses_an_unknown_action() -> None:
     update = rig.conn.update_brokers
     unchanged(rig, lambda: update([A], source="s", action="merge"), "action", "replace")  # type: ignore[arg-type]
     unchanged(rig, lambda: update([A], source=None), "source")  # type: ignore[arg-type]
+    unchanged(rig, lambda: update([A], source="s", tiers={A.key: -1}), "tiers", "int >= 0")
+    unchanged(rig, lambda: update([A], source="s", tiers={A.key: 1.5}), "tiers", "int >= 0")  # type: ignore[dict-item]
+    unchanged(rig, lambda: update([A], source="s", weights={A.key: 0}), "weights", "> 0")
+    unchanged(rig, lambda: update([A], source="s", weights=[1.0]), "weights", "map")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("target", [None, 42, b"stomp://a:61613", 1.5])

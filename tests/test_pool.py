@@ -172,3 +172,51 @@ def test_state_validates_itself():
         BrokerState(address=A, seed=True, tier=-1)
     with pytest.raises(KeyError, match="no broker 'z:1'"):
         BrokerPool([A]).state("z:1")
+
+
+def test_a_discovery_stays_while_any_source_vouches_for_it():
+    pool = BrokerPool([A])
+    pool.merge([B], "replace", source="dns", now=1.0)
+    pool.merge([B, C], "replace", source="file", now=2.0)
+    delta = pool.merge([], "replace", source="dns", now=3.0)
+    assert delta.removed == ()  # the file still names B
+    assert pool.state(B.key).vouchers == frozenset({"file"})
+    delta = pool.merge([C], "replace", source="file", now=4.0)
+    assert [a.key for a in delta.removed] == [B.key]
+    assert [s.key for s in pool.states()] == [A.key, C.key]
+
+
+def test_sources_place_discovered_brokers_but_not_seeds():
+    pool = BrokerPool([A], tiers={A.key: 1})
+    delta = pool.merge(
+        [A, B, C],
+        "replace",
+        source="dns",
+        now=1.0,
+        tiers={A.key: 0, B.key: 0, C.key: 1},
+        weights={A.key: 9.0, B.key: 3.0},
+    )
+    assert [a.key for a in delta.added] == [B.key, C.key]
+    assert (pool.state(A.key).tier, pool.state(A.key).weight) == (1, 1.0)  # the user's
+    assert (pool.state(B.key).tier, pool.state(B.key).weight) == (0, 3.0)
+    assert (pool.state(C.key).tier, pool.state(C.key).weight) == (1, 1.0)
+    moved = pool.merge([B, C], "replace", source="dns", now=2.0, tiers={B.key: 2, C.key: 1})
+    assert [a.key for a in moved.retiered] == [B.key]
+    assert moved.changed
+    assert moved.event("dns") is None  # no broker came or went: nothing to announce
+    assert [[a.key for a in tier] for tier in pool.by_tier()] == [[A.key, C.key], [B.key]]
+
+
+def test_tiers_name_the_advertised_address_when_a_map_rewrites_it():
+    internal = BrokerAddress("stomp", "10.0.0.9", 61613)
+    public = BrokerAddress("stomp", "broker9.example.com", 61613)
+    pool = BrokerPool([A], address_map=lambda a: public if a.key == internal.key else a)
+    pool.merge([internal], "add", source="dns", now=1.0, weights={internal.key: 5.0})
+    assert pool.state(public.key).weight == 5.0
+
+
+def test_a_delta_announces_brokers_that_came_and_went():
+    pool = BrokerPool([A])
+    event = pool.merge([B], "replace", source="dns", now=1.0).event("dns")
+    assert event is not None
+    assert (event.added, event.removed, event.source) == (("stomp://app:***@b:61613",), (), "dns")

@@ -147,8 +147,24 @@ def check_subscribe(
     check_headers(headers)
 
 
-def check_update(source: object, action: object) -> None:
+def check_update(
+    source: object, action: object, tiers: object = None, weights: object = None
+) -> None:
     """The arguments of ``update_brokers`` besides the list itself."""
+    for name, mapping, valid in (
+        ("tiers", tiers, lambda v: type(v) is int and v >= 0),
+        ("weights", weights, lambda v: type(v) in (int, float) and v > 0 and v != math.inf),
+    ):
+        if mapping is None:
+            continue
+        if not isinstance(mapping, Mapping):
+            raise ConfigurationError(f"{name} must map broker keys to values; got {_kind(mapping)}")
+        for key, value in mapping.items():
+            if type(key) is not str or not valid(value):
+                raise ConfigurationError(
+                    f"{name}[{key!r}] = {value!r}: "
+                    + ("a tier is an int >= 0" if name == "tiers" else "a weight is a number > 0")
+                )
     if type(source) is not str or not source:
         raise ConfigurationError(
             f"source must be a non-empty str naming the topology source; got {_kind(source)}"

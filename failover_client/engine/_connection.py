@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, ConnectionClosed
-from failover_client._events import Event, Listener, ListenerSet, TopologyChanged
+from failover_client._events import Event, Listener, ListenerSet
 from failover_client.adapter import AckMode, AdvertisedBrokers, Connector, Received
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
@@ -377,24 +377,24 @@ class FailoverConnection:
         *,
         source: str,
         action: ServerListAction | None = None,
+        tiers: Mapping[str, int] | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         """Merge a broker list pushed by a topology source (see :meth:`BrokerPool.merge`).
 
-        ``action`` defaults to ``options.server_list_action``. Emits ``TopologyChanged``.
-        Safe from any thread.
+        ``action`` defaults to ``options.server_list_action``; ``tiers`` / ``weights`` (by
+        broker key) place discovered brokers. Emits ``TopologyChanged``. Any thread.
         """
-        check_update(source, action)
+        check_update(source, action, tiers, weights)
         chosen = action or self._options.server_list_action
-        delta = self.pool.merge(update, chosen, source=source, now=self._clock.monotonic())
+        now = self._clock.monotonic()
+        delta = self.pool.merge(
+            update, chosen, source=source, now=now, tiers=tiers, weights=weights
+        )
         if delta.changed:
             self._state.wake.set()
-            self._emit(
-                TopologyChanged(
-                    tuple(str(a) for a in delta.added),
-                    tuple(str(a) for a in delta.removed),
-                    source,
-                )
-            )
+        if (event := delta.event(source)) is not None:
+            self._emit(event)
 
     # --- state -----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from failover_client._errors import ConfigurationError
+from failover_client._events import TopologyChanged
 from failover_client.uri import BrokerAddress, ServerListAction
 
 __all__ = ["AddressMap", "BrokerPool", "BrokerState", "TopologyDelta"]
@@ -39,6 +40,11 @@ class BrokerState:
     source: str = "uri"
     tier: int = 0
     discovered_at: float | None = None
+    weight: float = 1.0
+    """Relative share of the clients it should get (a DNS SRV weight); 1 unless a source says."""
+    vouchers: frozenset[str] = frozenset()
+    """The topology sources whose latest list names it; a discovered broker that loses the last
+    one leaves the pool (seeds stay whatever the sources say)."""
     failures: int = 0
     quarantined_until: float | None = None
     last_error: str | None = None
@@ -48,6 +54,8 @@ class BrokerState:
             raise ConfigurationError(f"broker {self.address} has negative tier {self.tier}")
         if self.failures < 0:
             raise ConfigurationError(f"broker {self.address} has negative failure count")
+        if not self.weight > 0:
+            raise ConfigurationError(f"broker {self.address} has weight {self.weight}, not > 0")
 
     @property
     def key(self) -> str:
@@ -67,6 +75,8 @@ class BrokerState:
             "seed" if self.seed else f"discovered({self.source})",
             f"tier={self.tier}",
         ]
+        if self.weight != 1.0:
+            parts.append(f"weight={self.weight:g}")
         if self.failures:
             parts.append(f"failures={self.failures}")
         if self.quarantined_until is not None:
@@ -82,10 +92,20 @@ class TopologyDelta:
 
     added: tuple[BrokerAddress, ...] = ()
     removed: tuple[BrokerAddress, ...] = ()
+    retiered: tuple[BrokerAddress, ...] = ()
+    """Known brokers whose tier or weight the source changed."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.removed)
+        return bool(self.added or self.removed or self.retiered)
+
+    def event(self, source: str) -> TopologyChanged | None:
+        """The event that tells listeners of the change (None when no broker came or went)."""
+        if not (self.added or self.removed):
+            return None
+        return TopologyChanged(
+            tuple(str(a) for a in self.added), tuple(str(a) for a in self.removed), source
+        )
 
 
 class BrokerPool:
@@ -223,42 +243,71 @@ class BrokerPool:
         *,
         source: str,
         now: float,
+        tiers: Mapping[str, int] | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> TopologyDelta:
         """Merge a pushed broker list from ``source``; returns what was added and removed.
 
-        ``replace`` makes ``source``'s discoveries exactly ``update``; ``add`` only adds;
-        ``ignore`` changes nothing. Seeds are never removed. A pushed entry is first passed
-        through the address map, then loses its options and credentials (a topology source
-        must not change client behaviour; credentials come from the seeds), and never
-        downgrades TLS: a known TLS broker stays TLS, and when every seed uses TLS a plain
-        entry is upgraded to its protocol's TLS scheme.
+        ``replace`` makes ``update`` everything ``source`` vouches for (a discovered broker no
+        source vouches for any more leaves the pool); ``add`` only adds; ``ignore`` changes
+        nothing. Seeds are never removed, and keep the tier and weight the user gave them.
+        ``tiers`` and ``weights`` (by broker key) set those of discovered brokers. A pushed
+        entry is first passed through the address map, then loses its options and credentials
+        (a topology source must not change client behaviour; credentials come from the seeds),
+        and never downgrades TLS: a known TLS broker stays TLS, and when every seed uses TLS a
+        plain entry is upgraded to its protocol's TLS scheme.
         """
         if action == "ignore":
             return TopologyDelta()
+        tiers, weights = tiers or {}, weights or {}
         with self._lock:
             incoming: dict[str, BrokerAddress] = {}
+            advertised_as: dict[str, str] = {}  # tiers and weights name the advertised key
             for raw in update:
                 address = self._sanitize(raw)
-                if address is not None:
-                    incoming.setdefault(address.key, address)
-            added = []
+                if address is not None and address.key not in incoming:
+                    incoming[address.key] = address
+                    advertised_as[address.key] = raw.key
+            added, retiered = [], []
             for key, address in incoming.items():
-                if key not in self._states:
+                raw_key = advertised_as[key]
+                state = self._states.get(key)
+                if state is None:
                     self._states[key] = BrokerState(
                         address=address,
                         seed=False,
                         source=source,
-                        tier=self._tier_for(key),
+                        tier=tiers.get(raw_key, self._tier_for(key)),
                         discovered_at=now,
+                        weight=weights.get(raw_key, 1.0),
+                        vouchers=frozenset((source,)),
                     )
                     added.append(address)
+                    continue
+                new = replace(state, vouchers=state.vouchers | {source})
+                if not state.seed:
+                    new = replace(
+                        new,
+                        tier=tiers.get(raw_key, state.tier),
+                        weight=weights.get(raw_key, state.weight),
+                    )
+                    if (new.tier, new.weight) != (state.tier, state.weight):
+                        retiered.append(address)
+                self._states[key] = new
             removed = []
             if action == "replace":
                 for key, state in list(self._states.items()):
-                    if not state.seed and state.source == source and key not in incoming:
+                    if key in incoming or source not in state.vouchers:
+                        continue
+                    left = state.vouchers - {source}
+                    if state.seed or left:
+                        self._states[key] = replace(state, vouchers=left)
+                    else:
                         del self._states[key]
                         removed.append(state.address)
-            return TopologyDelta(added=tuple(added), removed=tuple(removed))
+            return TopologyDelta(
+                added=tuple(added), removed=tuple(removed), retiered=tuple(retiered)
+            )
 
     def _sanitize(self, raw: BrokerAddress) -> BrokerAddress | None:
         address: BrokerAddress | None = raw

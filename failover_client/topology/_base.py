@@ -8,7 +8,7 @@ into the pool (seeds are never removed; ``action`` replaces, adds or ignores).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from failover_client.uri import BrokerAddress, ServerListAction
@@ -26,9 +26,13 @@ class TopologySink(Protocol):
         *,
         source: str,
         action: ServerListAction | None = None,
+        tiers: Mapping[str, int] | None = None,
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         """Merge ``update`` (the source's whole current list) into the known brokers.
 
+        ``tiers`` and ``weights`` map broker keys (``BrokerAddress.key``) of ``update`` to a
+        priority tier (0 is best) and a relative weight (> 0), e.g. from DNS SRV records.
         Called on the source's own thread; it must not block for long.
         """
 
