@@ -32,6 +32,7 @@ __all__ = [
     "ListenerSet",
     "PoisonQuarantined",
     "PriorityRestored",
+    "Rebalanced",
     "ReconnectAttempt",
     "ReconnectWarning",
     "StandbyConnected",
@@ -104,6 +105,18 @@ class GaveUp:
 @dataclass(frozen=True)
 class PriorityRestored:
     """Priority backup moved traffic back from ``from_broker`` to the preferred ``to_broker``."""
+
+    from_broker: str
+    to_broker: str
+
+
+@dataclass(frozen=True)
+class Rebalanced:
+    """The connection moved to its rendezvous-hash home (``rebalance=true``) without loss.
+
+    A broker joined, or one came back, and this client's home is now ``to_broker``; the move
+    went the way a priority switch does (sends drained or replayed, subscriptions restored).
+    """
 
     from_broker: str
     to_broker: str
@@ -209,6 +222,7 @@ Event = (
     | ReconnectWarning
     | GaveUp
     | PriorityRestored
+    | Rebalanced
     | TopologyChanged
     | AckDropped
     | HandlerError

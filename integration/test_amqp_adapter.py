@@ -151,3 +151,22 @@ def test_a_nacked_message_comes_again_marked_redelivered(rabbitmq_cluster: Clust
         "id-1",
     )
     assert (second.body, second.redelivered, second.message_id) == (b"again", True, "id-1")
+
+
+def test_acks_given_just_before_close_reach_the_broker(rabbitmq_cluster: Cluster) -> None:
+    broker = rabbitmq_cluster[0]
+    queue = f"/amq/queue/{queue_name(durable_queue(rabbitmq_cluster))}"
+    listener = ContractListener()
+    session = _connect(broker, listener)
+    try:
+        spec = SubscriptionSpec("s", queue, ack="client-individual")
+        session.subscribe(spec, listener.confirmation(0))
+        for n in range(1, 6):
+            session.send(queue, f"m-{n}".encode(), {}, listener.confirmation(n))
+        assert listener.wait_for(lambda: len(listener.messages) == 5, SAFETY)
+        for message in listener.messages:
+            session.ack(message)
+    finally:
+        session.close()  # at once: the acks are still queued for the session's thread
+    # Acknowledged, so gone: nothing waits on the queue to be delivered again.
+    assert broker.drain(queue.replace("/amq/queue/", "/queue/"), protocol="amqp", idle=1.0) == []

@@ -1,4 +1,8 @@
-"""``failover-client probe / send / receive`` as a user runs them, against real brokers."""
+"""``failover-client probe / send / receive`` as a user runs them, against real brokers.
+
+STOMP against ActiveMQ; AMQP 1.0 against RabbitMQ nodes, and against a scripted AMQP peer for
+the ``failover-server-list`` that no broker here sends.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,14 @@ import sys
 
 import pytest
 
-from failover_client.testing.brokers import Cluster
+from failover_client.testing.brokers import (
+    FAILOVER_SERVER_LIST,
+    AmqpPeer,
+    AmqpPeerConfig,
+    Cluster,
+    artemis_server_list,
+)
+from integration.test_failover_common import durable_queue, failover_uri, queue_name
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +118,86 @@ def test_receive_times_out_with_exit_5(activemq_cluster: Cluster, unique_queue: 
     )
     assert done.returncode == 5, done.stderr
     assert done.stdout == ""
+
+
+# --- AMQP 1.0 ----------------------------------------------------------------------------------
+
+
+def amqp_login(cluster: Cluster) -> tuple[list[str], dict[str, str]]:
+    """``--login`` for the cluster's brokers, and the environment holding the passcode."""
+    login, passcode = cluster[0].credentials or ("", "")
+    return ["--login", login], {"FAILOVER_CLIENT_PASSCODE": passcode}
+
+
+def test_probe_over_amqp_names_each_member_and_its_product(rabbitmq_cluster: Cluster) -> None:
+    uri = rabbitmq_cluster.failover_uri("amqp")
+    login, env = amqp_login(rabbitmq_cluster)
+    done = cli("probe", "--json", uri, *login, env=env)
+    assert done.returncode == 0, done.stderr
+    members = json.loads(done.stdout)["members"]
+    assert [m["member"] for m in members] == rabbitmq_cluster.members("amqp")
+    for member in members:
+        assert member["answered"] is True
+        assert member["protocol"] == "amqp"
+        assert member["version"] == "1.0"
+        assert member["server"].startswith("RabbitMQ/")
+        assert member["extra"]["product"] == "RabbitMQ"
+        assert member["ms"] > 0
+        assert member["advertised"] == []  # RabbitMQ sends no failover-server-list
+
+    table = cli("probe", uri, *login, env=env)
+    assert table.returncode == 0, table.stderr
+    assert "open-frame properties:" in table.stdout
+    for member in rabbitmq_cluster.members("amqp"):
+        assert f"  {member}  product " in table.stdout
+    assert env["FAILOVER_CLIENT_PASSCODE"] not in table.stdout + table.stderr
+
+
+def test_probe_over_amqp_shows_the_brokers_of_a_failover_server_list() -> None:
+    properties = {
+        "product": "apache-activemq-artemis",
+        "version": "2.31.2",
+        FAILOVER_SERVER_LIST: artemis_server_list(("backup.example", 5673)),
+    }
+    with AmqpPeer(AmqpPeerConfig(properties=properties)) as peer:
+        done = cli("probe", peer.url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"  {peer.url}  yes" in "\n".join(lines)
+    assert "apache-activemq-artemis/2.31.2" in done.stdout
+    assert f"  {peer.url}  failover-server-list  (list of 1)" in lines
+    assert f"  {peer.url}  amqp-open  amqp://backup.example:5673" in lines
+
+
+def test_send_then_receive_round_trip_over_amqp(rabbitmq_cluster: Cluster) -> None:
+    destination = f"/amq/queue/{queue_name(durable_queue(rabbitmq_cluster))}"
+    uri = failover_uri(rabbitmq_cluster, {"randomize": False}, endpoint="amqp")
+    login, env = amqp_login(rabbitmq_cluster)
+    lines = [f"line {n}" for n in range(20)]
+    sent = cli(
+        "send", uri, destination, *login, "-H", "origin:cli-test",
+        stdin="\n".join(lines) + "\n", env=env,
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert "20 sent, 20 confirmed, 0 not confirmed" in sent.stderr
+
+    got = cli(
+        "receive", uri, destination, *login, "--count", "20", "--timeout", "30", "--json", env=env
+    )
+    assert got.returncode == 0, got.stderr
+    messages = [json.loads(line) for line in got.stdout.splitlines()]
+    assert [m["body"] for m in messages] == lines
+    assert {m["headers"]["origin"] for m in messages} == {"cli-test"}
+    assert all(m["headers"]["failover-message-id"] for m in messages)
+
+
+def test_send_over_amqp_fails_over_when_the_first_node_is_dead(rabbitmq_cluster: Cluster) -> None:
+    queue = queue_name(durable_queue(rabbitmq_cluster))
+    rabbitmq_cluster[0].kill()
+    uri = failover_uri(rabbitmq_cluster, {"randomize": False}, endpoint="amqp")
+    login, env = amqp_login(rabbitmq_cluster)
+    sent = cli("send", uri, f"/amq/queue/{queue}", *login, "--body", "x", "--count", "5", env=env)
+    assert sent.returncode == 0, sent.stderr
+    assert f"via {rabbitmq_cluster[1].uri('amqp')}" in sent.stderr
+    drained = rabbitmq_cluster[1].drain(f"/queue/{queue}", expect=5, protocol="amqp")
+    assert [m.text for m in drained] == ["x"] * 5

@@ -35,7 +35,7 @@ from ._registry import (
     registered_policies,
     unregister_policy,
 )
-from ._rendezvous import RendezvousPolicy, rendezvous_weight
+from ._rendezvous import RendezvousPolicy, rendezvous_weight, weighted_rendezvous_score
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -57,4 +57,5 @@ __all__ = [
     "registered_policies",
     "rendezvous_weight",
     "unregister_policy",
+    "weighted_rendezvous_score",
 ]

@@ -13,15 +13,17 @@ never Python's ``hash()`` (salted per process for str).
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import threading
 from collections.abc import Hashable, Sequence
 
 from ._base import BrokerPolicy, H
 
-__all__ = ["RendezvousPolicy", "rendezvous_weight"]
+__all__ = ["RendezvousPolicy", "rendezvous_weight", "weighted_rendezvous_score"]
 
 _DIGEST_SIZE = 8
+_MAX_WEIGHT = 2 ** (8 * _DIGEST_SIZE) - 1
 _CACHE_LIMIT = 4096
 """Weights kept per policy; brokers are few, the bound only guards against endless churn."""
 
@@ -40,6 +42,18 @@ def _weight(prefix: hashlib.blake2b, key: Hashable) -> int:
 def rendezvous_weight(client_id: str, key: Hashable) -> int:
     """The stable 64-bit weight of broker ``key`` for ``client_id`` (its ``str()`` is hashed)."""
     return _weight(_client_hasher(client_id), key)
+
+
+def weighted_rendezvous_score(client_id: str, key: Hashable, weight: float) -> float:
+    """The score of broker ``key`` with relative ``weight`` (> 0) for ``client_id``.
+
+    Weighted rendezvous hashing: with the 64-bit hash mapped to ``u`` in (0, 1), the score is
+    ``-weight / ln(u)``, so over many clients each broker wins in proportion to its weight,
+    and a broker's score still does not depend on which other brokers exist. With equal
+    weights the order is that of :func:`rendezvous_weight`.
+    """
+    u = (rendezvous_weight(client_id, key) + 1) / (_MAX_WEIGHT + 2)
+    return -weight / math.log(u)
 
 
 class RendezvousPolicy(BrokerPolicy[H]):

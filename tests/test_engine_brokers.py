@@ -86,7 +86,7 @@ def test_a_report_from_a_dead_session_is_ignored():
         assert len(rig.events.of_type(TopologyChanged)) == 1
         assert "d:61613" not in rig.conn.pool
         # Nor is its redirect followed.
-        assert _keys(rig.conn._dial_plan()) == _keys(rig.conn._plan())
+        assert _keys(rig.conn._planner.dial_plan()) == _keys(rig.conn._planner.plan())
 
 
 def test_a_report_after_close_is_ignored():
@@ -130,8 +130,8 @@ def test_a_redirect_is_used_once():
             rig.connector.session(A),
             AdvertisedBrokers((C,), source="amqp-redirect", redirect=True),
         )
-        first = rig.conn._dial_plan()
-        second = rig.conn._dial_plan()
+        first = rig.conn._planner.dial_plan()
+        second = rig.conn._planner.dial_plan()
         assert first[0].key == "c:61613"
         assert second[0].key != "c:61613"
         assert sorted(_keys(first)) == sorted(_keys(second)) == ["a:61613", "b:61613", "c:61613"]
@@ -156,14 +156,14 @@ def test_a_redirect_the_pool_does_not_take_is_not_followed():
             AdvertisedBrokers((D,), source="amqp-redirect", redirect=True),
         )
         assert "d:61613" not in rig.conn.pool
-        assert _keys(rig.conn._dial_plan()) == ["a:61613", "b:61613"]
+        assert _keys(rig.conn._planner.dial_plan()) == ["a:61613", "b:61613"]
 
 
 def test_a_list_without_redirect_does_not_reorder():
     rig = make((A, B, C))
     with running(rig):
         _report(rig.connector.session(A), AdvertisedBrokers((C,), source="amqp-open"))
-        assert _keys(rig.conn._dial_plan()) == ["a:61613", "b:61613", "c:61613"]
+        assert _keys(rig.conn._planner.dial_plan()) == ["a:61613", "b:61613", "c:61613"]
 
 
 # --- the pure decision ---------------------------------------------------------------------

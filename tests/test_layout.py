@@ -209,3 +209,18 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
     targets = [t for _, t in _imports(module, path)]
     assert targets == ["failover_client.stomp", "stomp"]
     assert LAYERS[_part(targets[0]) or ""] > LAYERS[_part(module) or ""]
+
+
+def test_every_package_is_installed() -> None:
+    # A package missing from setup.cfg works in an editable install and is absent from a wheel.
+    import configparser  # noqa: PLC0415 - only this test reads setup.cfg
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    on_disk = {
+        ".".join(("failover_client", *init.parent.relative_to(ROOT / "failover_client").parts))
+        for init in (ROOT / "failover_client").rglob("__init__.py")
+    }
+    on_disk |= {"failover_client.policies", "failover_client.uri"}
+    assert on_disk - listed == set()

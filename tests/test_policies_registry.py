@@ -81,6 +81,7 @@ def test_public_names_are_exactly_these() -> None:
             "registered_policies",
             "rendezvous_weight",
             "unregister_policy",
+            "weighted_rendezvous_score",
         ]
     )
     for name in policies.__all__:

@@ -220,3 +220,12 @@ def test_a_delta_announces_brokers_that_came_and_went():
     event = pool.merge([B], "replace", source="dns", now=1.0).event("dns")
     assert event is not None
     assert (event.added, event.removed, event.source) == (("stomp://app:***@b:61613",), (), "dns")
+
+
+def test_a_broker_that_fails_for_days_stays_quarantined_at_the_cap():
+    pool = BrokerPool([A, B], quarantine_base=1.0, quarantine_max=30.0)
+    state = pool.state(B.key)
+    for n in range(5000):  # far past 2 ** 1024, which no float holds
+        state = pool.record_failure(B, refused(B), now=float(n))
+    assert state.failures == 5000
+    assert state.quarantined_until == 4999.0 + 30.0

@@ -42,6 +42,7 @@ EXPECTED = {
     "PolicyError",
     "PoisonQuarantined",
     "PriorityRestored",
+    "Rebalanced",
     "ProtocolViolation",
     "ReconnectAttempt",
     "ReconnectSchedule",

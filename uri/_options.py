@@ -124,6 +124,11 @@ class FailoverOptions:
     server_list_action: ServerListAction = "replace"
     use_topology_for_load_balancing: bool = True
     ha: bool = False
+    rebalance: bool = False
+    """Keep this client on its rendezvous-hash home: the best live tier's broker its client id
+    weighs highest (brokers joining or leaving move only the clients they must)."""
+    rebalance_drain_window: float = 2.0
+    """Seconds within which a move is spread (each client waits a random part of it)."""
 
     # --- TLS (verification on by default) ------------------------------------------------------
     tls_verify: bool = True

@@ -304,6 +304,11 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _f("policy", ("policy",), "policy", "",
        "Registered broker-selection policy name; empty: from randomize (shuffle or "
        "first-element)."),
+    _f("rebalance", ("rebalance",), "bool", "false",
+       "Move to this client's rendezvous-hash home in the best live tier when brokers join or "
+       "leave (only the clients that must move do); needs a stable clientId across restarts."),
+    _f("rebalanceDrainWindow", ("rebalance_drain_window",), "ms", "2000",
+       "Moves are spread over this window: each client waits a random part of it (ms)."),
     _f("clientId", ("client_id",), "text", "",
        "Stable client id for rendezvous-hash placement; empty: a random id per connection."),
     _f("tls.caFile", ("tls_ca_file",), "text", "",

@@ -164,6 +164,7 @@ class Events(Handler):
 
     def shutdown(self, polite: bool) -> None:
         """Close (with the AMQP close, when ``polite``) and end the container."""
+        self._state.shut = True
         connection = self.connection
         if connection is None or connection.transport is None:
             self._stop()

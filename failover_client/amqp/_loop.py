@@ -16,13 +16,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from proton import Handler
+from proton._reactor import GlobalOverrides, Reactor
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-__all__ = ["CALL_EVENT", "ContainerThread"]
+__all__ = ["CALL_EVENT", "ContainerThread", "PlainContainer"]
 
 _log = logging.getLogger("failover_client.amqp")
 
@@ -56,6 +58,30 @@ class _Mailbox(EventInjector):
                 os.close(fd)
 
 
+class PlainContainer(Container):
+    """proton's Container without the default TLS configuration it builds for itself.
+
+    ``Container()`` sets up a client and a server ``SSLDomain`` (two OpenSSL contexts) every
+    time: about 40 ms here, spent on every failover's critical path since each session has a
+    container of its own. This adapter hands proton its own domain for ``amqps`` members and
+    never uses the default one, so everything else ``Container.__init__`` sets is set the same
+    way and ``ssl`` stays None (``tests/test_amqp_loop.py`` compares the two, so a proton
+    release that sets more fails there first; the ``amqp`` extra pins proton to 0.40).
+    """
+
+    def __init__(self, *handlers: Any, **kwargs: Any) -> None:
+        Reactor.__init__(self, *handlers, **kwargs)
+        self.ssl = None  # type: ignore[assignment]  # proton's own sets None without TLS too
+        self.global_handler = GlobalOverrides(kwargs.get("global_handler", self.global_handler))
+        self.trigger = None
+        self.container_id = kwargs.get("container_id", str(uuid.uuid4()))
+        self.allow_insecure_mechs = True
+        self.allowed_mechs = None
+        self.sasl_enabled = True
+        self.user = None
+        self.password = None
+
+
 class ContainerThread:
     """A proton Container with its own thread, started by :meth:`start`.
 
@@ -74,7 +100,7 @@ class ContainerThread:
         kwargs: dict[str, Any] = {}
         if container_id is not None:
             kwargs["container_id"] = container_id
-        self.container = Container(handler, **kwargs)
+        self.container = PlainContainer(handler, **kwargs)
         self._mailbox = _Mailbox()
         self.container.selectable(self._mailbox)
         self._on_crash = on_crash

@@ -187,11 +187,18 @@ class AmqpSession:
             raise state.dead_error()
 
     def _when_open(self, call: Any) -> Any:
-        """``call`` wrapped to do nothing if the session ended before the container ran it."""
+        """``call`` wrapped to do nothing if the session ended before the container ran it.
+
+        A ``close()`` ends it only where the container runs the shutdown, in the order work
+        was handed over: an ack given just before ``close()`` still reaches the broker (else
+        the broker would deliver that message again to someone else).
+        """
         state = self._state
 
         def run() -> None:
-            if state.is_open:
+            with state.lock:
+                live = state.phase == "open" or (state.phase == "closed" and not state.shut)
+            if live:
                 call()
 
         return run

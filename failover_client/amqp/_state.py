@@ -45,6 +45,7 @@ class SessionState:
         "phase",
         "secrets",
         "session",
+        "shut",
     )
 
     def __init__(
@@ -72,6 +73,9 @@ class SessionState:
         """Set by the broker's open, by a failure during the handshake, or by a cancel."""
         self.handshake_error: ConnectionFailure | None = None
         self.book = Book()
+        self.shut = False
+        """Set on the container thread when the shutdown runs: work queued before a
+        ``close()`` (acks, sends) still runs ahead of it; nothing queued after it does."""
 
     @property
     def is_open(self) -> bool:

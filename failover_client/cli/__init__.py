@@ -2,7 +2,7 @@
 
 Run it as ``failover-client ...`` or ``python -m failover_client.cli ...``; ``--help`` on any
 command explains it. Exit codes are :class:`ExitCode`. Needs the ``cli`` extra for rich tables
-(plain text otherwise) and the protocol extra (``stomp``) for commands that connect.
+(plain text otherwise) and the protocol extra (``stomp`` or ``amqp``) for commands that connect.
 """
 
 from __future__ import annotations

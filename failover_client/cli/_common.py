@@ -11,6 +11,7 @@ from failover_client.uri import FailoverURI, parse
 from ._env import PASSCODE_ENV, Environment
 
 __all__ = [
+    "DESTINATION_HELP",
     "add_connection_arguments",
     "credentials",
     "open_connection",
@@ -19,6 +20,12 @@ __all__ = [
     "positive_int",
     "seconds",
 ]
+
+
+DESTINATION_HELP = (
+    "e.g. /queue/orders; RabbitMQ over AMQP 1.0: /amq/queue/orders, a durable queue declared "
+    "beforehand (its /queue/orders declares a queue that does not survive a restart)"
+)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:

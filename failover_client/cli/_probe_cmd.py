@@ -1,10 +1,16 @@
 """``failover-client probe URI``: which members answer the protocol handshake, and how fast.
 
-Each member is tried on its own (not through the failover loop): TCP connect plus the protocol
-handshake, timed. For STOMP the broker's CONNECTED frame says its product (``server``), the
-chosen version and heart-beats. ``--peers`` also asks an ActiveMQ Classic broker which network
-bridges it has, through the network-bridge advisory topic (JSON needs xstream and jettison on
-the broker's class path; without them the broker drops the connection, reported as such).
+Each member is tried on its own (not through the failover loop) through the adapter of its
+protocol: TCP connect plus the protocol handshake, timed. For STOMP the broker's CONNECTED frame
+says its product (``server``), the chosen version and heart-beats. ``--peers`` also asks an
+ActiveMQ Classic broker which network bridges it has, through the network-bridge advisory topic
+(JSON needs xstream and jettison on the broker's class path; without them the broker drops the
+connection, reported as such).
+
+For AMQP 1.0 the broker's open frame carries its connection properties (``_probe_amqp`` makes
+them printable): product and version become ``server``, and every property is listed. The
+brokers a broker names on the connection (a ``failover-server-list`` in the open, or the target
+of an ``amqp:connection:redirect``) are shown as the adapter parsed them for the engine.
 """
 
 from __future__ import annotations
@@ -31,10 +37,22 @@ from ._common import add_connection_arguments, credentials, parse_target, second
 from ._env import Environment
 from ._exit import ExitCode
 from ._output import Table, render_tables
+from ._probe_amqp import AMQP_VERSION, open_properties, server_text
 
-__all__ = ["ADVISORY_TOPIC", "Peer", "ProbeResult", "add_parser", "parse_advisory", "run"]
+__all__ = [
+    "ADVISORY_TOPIC",
+    "AdvertisedBroker",
+    "Peer",
+    "ProbeResult",
+    "add_parser",
+    "parse_advisory",
+    "run",
+]
 
 ADVISORY_TOPIC = "/topic/ActiveMQ.Advisory.NetworkBridge"
+
+PROBED = ("stomp", "amqp")
+"""The protocols a member can be probed with (each through its adapter)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -42,8 +60,10 @@ def add_parser(commands: Any) -> None:
         "probe",
         help="check which members answer the protocol handshake, how fast, and what they say",
         description="Try every member of the URI on its own: TCP connect plus protocol "
-        "handshake (STOMP CONNECTED), timed in ms, with what the broker tells a client about "
-        "itself. Exit code 0 when every member answered, 5 when some did, 3 when none did.",
+        "handshake (STOMP CONNECTED, AMQP open), timed in ms, with what the broker tells a "
+        "client about itself (AMQP: the open frame's properties and the brokers of its "
+        "failover-server-list). Exit code 0 when every member answered, 5 when some did, 3 "
+        "when none did.",
     )
     add_connection_arguments(parser)
     parser.add_argument(
@@ -76,8 +96,20 @@ class Peer:
 
 
 @dataclass(frozen=True)
+class AdvertisedBroker:
+    """A broker that a broker named on the connection, and how (``amqp-open``...)."""
+
+    broker: str
+    source: str
+
+
+@dataclass(frozen=True)
 class ProbeResult:
-    """What one member answered (``error`` empty when the handshake succeeded)."""
+    """What one member answered (``error`` empty when the handshake succeeded).
+
+    ``extra`` holds an AMQP broker's open-frame properties as text; ``advertised`` the brokers
+    it named (its ``failover-server-list``, or where a redirect sent the probe).
+    """
 
     member: str
     protocol: str
@@ -90,6 +122,7 @@ class ProbeResult:
     peers: tuple[Peer, ...] = ()
     peers_error: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
+    advertised: tuple[AdvertisedBroker, ...] = ()
 
 
 def parse_advisory(body: bytes, headers: Mapping[str, str]) -> Peer | None:
@@ -128,11 +161,12 @@ def latest_peers(peers: list[Peer]) -> tuple[Peer, ...]:
 
 
 class _Collector:
-    """Session listener: keeps advisories and notices the session dying."""
+    """Session listener: keeps advisories and advertised brokers, notices the session dying."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.messages: list[Received] = []
+        self.advertised: list[AdvertisedBroker] = []
         self.lost: BaseException | None = None
         self.lost_event = threading.Event()
 
@@ -146,20 +180,49 @@ class _Collector:
         self.lost_event.set()
 
     def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
-        """Not reported: only AMQP brokers advertise lists, and the probe speaks STOMP only."""
+        # Called during the handshake (the open's server list, a redirect) and after it.
+        found = [AdvertisedBroker(str(b), advertised.source) for b in advertised.brokers]
+        with self.lock:
+            self.advertised.extend(found)
+
+    def advertised_brokers(self) -> tuple[AdvertisedBroker, ...]:
+        with self.lock:
+            return tuple(self.advertised)
 
 
-def _connector(target: FailoverURI, args: argparse.Namespace, env: Environment) -> Connector:
-    if env.connector is not None:
-        return env.connector
-    login, passcode = credentials(args, env)
-    try:
-        from failover_client.stomp import StompConnector  # noqa: PLC0415 - optional extra
-    except ImportError as exc:
-        raise ConfigurationError(
-            "the stomp adapter is not installed: pip install 'failover-client[stomp]'"
-        ) from exc
-    return StompConnector(target.options, login=login, passcode=passcode, clock=env.clock)
+class _Connectors:
+    """One connector per protocol, made when a member first needs it (each is an extra)."""
+
+    def __init__(self, target: FailoverURI, args: argparse.Namespace, env: Environment) -> None:
+        self._target = target
+        self._args = args
+        self._env = env
+        self._made: dict[str, Connector] = {}
+
+    def get(self, protocol: str) -> Connector:
+        if self._env.connector is not None:
+            return self._env.connector
+        if protocol not in self._made:
+            self._made[protocol] = self._make(protocol)
+        return self._made[protocol]
+
+    def _make(self, protocol: str) -> Connector:
+        env = self._env
+        options = self._target.options
+        login, passcode = credentials(self._args, env)
+        try:
+            if protocol == "amqp":
+                from failover_client.amqp import AmqpConnector  # noqa: PLC0415 - optional extra
+
+                return AmqpConnector(options, login=login, passcode=passcode, clock=env.clock)
+            from failover_client.stomp import StompConnector  # noqa: PLC0415 - optional extra
+
+            return StompConnector(options, login=login, passcode=passcode, clock=env.clock)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the {protocol} adapter cannot be loaded ({exc.name or exc} is missing): "
+                f"pip install 'failover-client[{protocol}]'"
+            ) from exc
 
 
 def _connected_headers(session: Session) -> Mapping[str, str]:
@@ -169,20 +232,31 @@ def _connected_headers(session: Session) -> Mapping[str, str]:
     return headers if isinstance(headers, Mapping) else {}
 
 
+def _remote_properties(session: Session) -> Mapping[object, object]:
+    # Like the STOMP headers: the AMQP session offers its broker's open-frame properties as
+    # ``remote_properties``; a session without them shows none.
+    properties = getattr(session, "remote_properties", None)
+    return properties if isinstance(properties, Mapping) else {}
+
+
 def probe_member(
     member: BrokerAddress,
-    connector: Connector,
+    connector: Connector | None,
     env: Environment,
     *,
     timeout: float,
     peers_wait: float | None,
 ) -> ProbeResult:
-    """Handshake with one member, time it, and optionally listen for bridge advisories."""
-    if member.protocol != "stomp":
+    """Handshake with one member, time it, and optionally listen for bridge advisories.
+
+    ``connector`` is the adapter for the member's protocol; None for a protocol without one
+    (the result says the member cannot be probed).
+    """
+    if connector is None or member.protocol not in PROBED:
         reason = (
-            "AMQP probing is not supported yet"
-            if member.protocol == "amqp"
-            else "OpenWire members cannot be probed (no OpenWire client)"
+            "OpenWire members cannot be probed (no OpenWire client)"
+            if member.protocol == "openwire"
+            else f"{member.protocol} members cannot be probed"
         )
         return ProbeResult(str(member), member.protocol, answered=False, error=reason)
     collector = _Collector()
@@ -191,10 +265,26 @@ def probe_member(
         session = connector.connect(member, timeout=timeout, listener=collector, cancel=Cancel())
     except ConnectionFailure as exc:
         return ProbeResult(
-            str(member), member.protocol, answered=False, error=f"{type(exc).__name__}: {exc}"
+            str(member),
+            member.protocol,
+            answered=False,
+            error=f"{type(exc).__name__}: {exc}",
+            advertised=collector.advertised_brokers(),
         )
     ms = (env.clock.monotonic() - began) * 1000.0
     try:
+        if member.protocol == "amqp":
+            properties = open_properties(_remote_properties(session))
+            return ProbeResult(
+                str(member),
+                member.protocol,
+                answered=True,
+                ms=round(ms, 1),
+                version=AMQP_VERSION,
+                server=server_text(properties),
+                extra=properties,
+                advertised=collector.advertised_brokers(),
+            )
         headers = _connected_headers(session)
         peers: tuple[Peer, ...] = ()
         peers_error = ""
@@ -244,15 +334,17 @@ def _listen_for_peers(
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     target = parse_target(args.uri)
-    connector = _connector(target, args, env)
+    connectors = _Connectors(target, args, env)
     timeout = args.timeout if args.timeout is not None else target.options.connect_timeout
     results = [
         probe_member(
             member,
-            connector,
+            connectors.get(member.protocol) if member.protocol in PROBED else None,
             env,
             timeout=timeout,
-            peers_wait=args.peers_wait if args.peers else None,
+            # Bridge advisories are an ActiveMQ STOMP feature; AMQP brokers name theirs in
+            # the open frame.
+            peers_wait=args.peers_wait if args.peers and member.protocol == "stomp" else None,
         )
         for member in target.members
     ]
@@ -279,7 +371,11 @@ def _result_json(result: ProbeResult) -> dict[str, Any]:
 
 
 def result_tables(results: list[ProbeResult]) -> list[Table]:
-    """The ``probe`` tables: one row per member, then each broker's bridge peers."""
+    """The ``probe`` tables: one row per member, then what the brokers said beyond that.
+
+    The AMQP open-frame properties, the brokers that brokers advertised, and each ActiveMQ
+    broker's bridge peers, each table only when a member has something for it.
+    """
     rows = tuple(
         (
             r.member,
@@ -300,6 +396,7 @@ def result_tables(results: list[ProbeResult]) -> list[Table]:
             note_title="error",
         )
     ]
+    tables += _amqp_tables(results)
     peer_rows: list[tuple[str, ...]] = []
     peer_notes: list[str] = []
     for r in results:
@@ -318,5 +415,18 @@ def result_tables(results: list[ProbeResult]) -> list[Table]:
                 notes=tuple(peer_notes) if any(peer_notes) else (),
                 note_title="error",
             )
+        )
+    return tables
+
+
+def _amqp_tables(results: list[ProbeResult]) -> list[Table]:
+    tables = []
+    properties = tuple((r.member, name, value) for r in results for name, value in r.extra.items())
+    if properties:
+        tables.append(Table("open-frame properties", ("member", "property", "value"), properties))
+    advertised = tuple((r.member, a.source, a.broker) for r in results for a in r.advertised)
+    if advertised:
+        tables.append(
+            Table("advertised brokers", ("member", "source", "advertised broker"), advertised)
         )
     return tables

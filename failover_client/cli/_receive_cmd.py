@@ -10,6 +10,7 @@ from typing import Any, Literal
 from failover_client import Message
 
 from ._common import (
+    DESTINATION_HELP,
     add_connection_arguments,
     open_connection,
     parse_headers,
@@ -35,7 +36,7 @@ def add_parser(commands: Any) -> None:
         "forgets a message when it sends it: those beyond --count are dropped.",
     )
     add_connection_arguments(parser)
-    parser.add_argument("destination", metavar="DESTINATION", help="e.g. /queue/orders")
+    parser.add_argument("destination", metavar="DESTINATION", help=DESTINATION_HELP)
     parser.add_argument("--count", type=positive_int, help="stop after N messages")
     parser.add_argument(
         "--timeout",

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from failover_client import FailoverConnection, SendFailure
 
 from ._common import (
+    DESTINATION_HELP,
     add_connection_arguments,
     open_connection,
     parse_headers,
@@ -31,13 +32,14 @@ def add_parser(commands: Any) -> None:
         "send",
         help="send stdin lines (or --body) as messages, each confirmed by a broker",
         description="Send each line of stdin (or --body) as one message through a failover "
-        "connection. By default every message is confirmed by a broker (STOMP receipt); "
+        "connection. By default every message is confirmed by a broker (a STOMP receipt, an "
+        "AMQP 1.0 accepted disposition); "
         "after a failover unconfirmed messages are re-sent, so a consumer may see one twice "
         "(same failover-message-id header). A summary goes to stderr; the exit code is 4 "
         "when any message was not confirmed.",
     )
     add_connection_arguments(parser)
-    parser.add_argument("destination", metavar="DESTINATION", help="e.g. /queue/orders")
+    parser.add_argument("destination", metavar="DESTINATION", help=DESTINATION_HELP)
     parser.add_argument("--body", help="send this text instead of reading stdin")
     parser.add_argument(
         "--count",

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from ._harness import PROTOCOLS
 from ._run import EXIT_INTERRUPTED, DemoConfig, run_demo
 from ._scenario import full_scenario, quick_scenario
 
@@ -19,10 +20,18 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m failover_client.demo",
-        description="Start a local network of ActiveMQ brokers, run a producer and a consumer "
-        "through failover connections, kill / hang / restart brokers on a script, and prove "
-        "that no confirmed message was lost. Exit code 0: nothing lost; 1: a confirmed "
-        "message was lost; 3: brokers cannot run here; 130: interrupted.",
+        description="Start local brokers (a network of ActiveMQ brokers for STOMP, "
+        "independent RabbitMQ nodes for AMQP 1.0), run a producer and a consumer through "
+        "failover connections, kill / hang / restart brokers on a script, and prove that no "
+        "confirmed message was lost. Exit code 0: nothing lost; 1: a confirmed message was "
+        "lost; 3: brokers cannot run here; 130: interrupted.",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="stomp",
+        help="what the clients speak: stomp (ActiveMQ brokers, the default) or amqp "
+        "(RabbitMQ's AMQP 1.0; needs the amqp extra)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="the short scenario (about 20 s of traffic)"
@@ -62,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate=args.rate,
         backend=args.backend,
         styled=styled,
+        protocol=args.protocol,
     )
     # The live view and the event lines already tell every loss; the library's own warnings
     # would only scribble over the view.

@@ -1,8 +1,17 @@
-"""The demo's brokers: a network of ActiveMQ Classic brokers from the shipped harness."""
+"""The demo's brokers, from the shipped harness: what runs for each protocol, and where.
+
+STOMP: a full-mesh network of ActiveMQ Classic brokers, so messages flow to wherever the
+consumer is. AMQP 1.0: independent RabbitMQ nodes with the AMQP 1.0 plugin. RabbitMQ nodes do
+not pass messages on, so a message stays on the node it was sent to until a consumer there (or
+the demo's final drain) takes it; the demo's queue is declared durable on every node first,
+because RabbitMQ's AMQP 1.0 ``/queue/x`` address declares a queue that a restart loses.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from failover_client.testing.brokers import (
     BackendUnavailable,
@@ -13,20 +22,61 @@ from failover_client.testing.brokers import (
     start_cluster,
 )
 
-__all__ = ["BrokersUnavailable", "broker_ports", "start_network"]
+__all__ = [
+    "PROTOCOLS",
+    "BrokersUnavailable",
+    "broker_ports",
+    "client_destination",
+    "describe_brokers",
+    "start_brokers",
+]
+
+PROTOCOLS = ("stomp", "amqp")
+"""What the demo's clients can speak (``--protocol``)."""
 
 
 class BrokersUnavailable(RuntimeError):
     """The brokers cannot run (or did not start) here; the message says why."""
 
 
-def start_network(size: int, root: Path, backend: str | None) -> Cluster:
-    """Start ``size`` ActiveMQ Classic brokers in a full-mesh network of brokers under ``root``.
+@runtime_checkable
+class _DurableQueues(Protocol):
+    """A broker whose queues must be declared (durable) before clients use them."""
 
-    Raises :class:`BrokersUnavailable` when this machine cannot run them or one did not start
-    (the reason included); nothing it started is left running then.
+    def declare_queue(self, queue: str) -> None: ...
+
+    def sync_definitions(self, timeout: float = ...) -> None: ...
+
+
+def describe_brokers(protocol: str, size: int) -> str:
+    """What :func:`start_brokers` starts, for the demo's first line."""
+    if protocol == "amqp":
+        return f"{size} independent RabbitMQ nodes with AMQP 1.0"
+    return f"{size} ActiveMQ Classic brokers as a network of brokers"
+
+
+def start_brokers(protocol: str, size: int, root: Path, backend: str | None, queue: str) -> Cluster:
+    """Start ``size`` brokers for clients speaking ``protocol``, with ``queue`` ready on each.
+
+    ``queue`` is a queue name (no ``/queue/`` prefix). Raises :class:`BrokersUnavailable` when
+    this machine cannot run them or one did not start (the reason included); nothing it
+    started is left running then.
     """
-    spec = ClusterSpec(BrokerKind.ACTIVEMQ, size=size, network=True, advertise="stomp")
+    if protocol == "stomp":
+        network = ClusterSpec(BrokerKind.ACTIVEMQ, size=size, network=True, advertise="stomp")
+        return _started(network, root, backend)
+    cluster = _started(ClusterSpec(BrokerKind.RABBITMQ, size=size), root, backend)
+    try:
+        _declare_everywhere(cluster, queue)
+    except BaseException:
+        for broker in cluster:
+            broker.kill()
+        cluster.close()
+        raise
+    return cluster
+
+
+def _started(spec: ClusterSpec, root: Path, backend: str | None) -> Cluster:
     try:
         return start_cluster(spec, root, backend)
     except BackendUnavailable as exc:
@@ -35,6 +85,37 @@ def start_network(size: int, root: Path, backend: str | None) -> Cluster:
         raise BrokersUnavailable(str(exc)) from exc
 
 
-def broker_ports(cluster: Cluster) -> list[int]:
-    """Each broker's STOMP port, in cluster order."""
-    return [broker.endpoint("stomp").port for broker in cluster]
+def _declare_everywhere(cluster: Cluster, queue: str) -> None:
+    brokers = list(cluster)
+    for broker in brokers:
+        if not isinstance(broker, _DurableQueues):
+            raise BrokersUnavailable(f"{broker.name} cannot declare the demo's durable queue")
+    declarable = [b for b in brokers if isinstance(b, _DurableQueues)]
+
+    def declare(broker: _DurableQueues) -> None:
+        broker.declare_queue(queue)
+        # RabbitMQ writes queue definitions behind: without this, a node killed seconds
+        # after the declaration comes back without the queue and the messages it held.
+        broker.sync_definitions()
+
+    try:
+        # One rabbitmqctl per node: together, they take the time of one.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(declarable)) as pool:
+            list(pool.map(declare, declarable))
+    except BrokerError as exc:
+        raise BrokersUnavailable(f"declaring queue {queue!r}: {exc}") from exc
+
+
+def client_destination(protocol: str, destination: str) -> str:
+    """Where the clients send and subscribe for the portable ``/queue/<name>`` destination.
+
+    RabbitMQ's AMQP 1.0 address of an existing queue is ``/amq/queue/<name>``.
+    """
+    if protocol == "amqp" and destination.startswith("/queue/"):
+        return "/amq/queue/" + destination.removeprefix("/queue/")
+    return destination
+
+
+def broker_ports(cluster: Cluster, protocol: str = "stomp") -> list[int]:
+    """Each broker's port for ``protocol``, in cluster order."""
+    return [broker.endpoint(protocol).port for broker in cluster]

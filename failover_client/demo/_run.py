@@ -12,11 +12,18 @@ from typing import TextIO
 
 from failover_client import Clock, FailoverConnection, SystemClock
 from failover_client.cli._output import render_tables
-from failover_client.testing.brokers import Broker, Cluster
+from failover_client.testing.brokers import Broker, Cluster, ReceivedMessage
 from failover_client.uri import parse
 
 from ._clients import ClientEvents, Labeller, Producer, consumer_handler
-from ._harness import BrokersUnavailable, broker_ports, start_network
+from ._harness import (
+    PROTOCOLS,
+    BrokersUnavailable,
+    broker_ports,
+    client_destination,
+    describe_brokers,
+    start_brokers,
+)
 from ._live import BrokerRow, ClientRow, View, ViewState, make_view
 from ._record import Recorder
 from ._scenario import Scenario, Step, label
@@ -28,7 +35,13 @@ __all__ = ["DemoConfig", "run_demo"]
 # Fast detection for a demo on loopback: 1 s heart-beats find a hung broker in about 2-3 s,
 # a 1 s handshake deadline keeps a hung broker from holding up a reconnect, and the back-off
 # stops at 1 s so a returning broker is noticed quickly.
-CLIENT_OPTIONS = "randomize=false&maxReconnectDelay=1000&connectTimeout=1000&heartbeat=1000"
+_OPTIONS = "randomize=false&maxReconnectDelay=1000&connectTimeout=1000"
+CLIENT_OPTIONS = f"{_OPTIONS}&heartbeat=1000"
+
+AMQP_CLIENT_OPTIONS = f"{_OPTIONS}&heartbeat=2000"
+"""Over AMQP the heart-beat is the idle timeout the client announces, and RabbitMQ's AMQP 1.0
+plugin does not keep an idle connection busy often enough for 1 s: an idle consumer was
+declared hung every 2 s. With 2 s none was, and a hung node is still found within 4 s."""
 
 SETTLE_QUIET = 1.5
 """Seconds without a delivery after which the consumer counts as caught up. Messages a network
@@ -50,10 +63,16 @@ class DemoConfig:
     destination: str = "/queue/failover-demo"
     workdir: Path | None = None
     """Where the brokers keep their data (default: a temporary directory removed at the end)."""
+    protocol: str = "stomp"
+    """What the clients speak: ``stomp`` (ActiveMQ brokers) or ``amqp`` (RabbitMQ nodes)."""
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
             raise ValueError(f"rate must be > 0 messages per second, got {self.rate}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {self.protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+        if not self.destination.startswith("/queue/"):
+            raise ValueError(f"destination {self.destination!r}: use a /queue/<name>")
 
 
 @dataclass
@@ -94,10 +113,12 @@ class _Demo:
     # --- set-up ------------------------------------------------------------------------------
 
     def start_brokers(self, root: Path) -> _Brokers:
-        scenario = self.config.scenario
+        config = self.config
+        scenario = config.scenario
         size = scenario.total_brokers
-        self.view.info(f"starting {size} ActiveMQ Classic brokers as a network of brokers ...")
-        cluster = start_network(size, root, self.config.backend)
+        self.view.info(f"starting {describe_brokers(config.protocol, size)} ...")
+        queue = config.destination.removeprefix("/queue/")
+        cluster = start_brokers(config.protocol, size, root, config.backend, queue)
         labels = [label(i) for i in range(size)]
         brokers = _Brokers(cluster, labels, scenario.brokers)
         self.brokers = brokers
@@ -109,13 +130,20 @@ class _Demo:
             b = brokers.broker(name)
             pid = b.pid if b.running() else None
             where = f"pid {pid}" if pid else "joins later"
-            self.view.info(f"broker {name}: {b.uri('stomp')} ({where})")
+            self.view.info(f"broker {name}: {b.uri(config.protocol)} ({where})")
+        if config.protocol == "amqp":
+            self.view.info(
+                "the nodes are independent: a message stays on the node it was sent to until "
+                "the consumer (or the final drain) takes it there"
+            )
         return brokers
 
     def uri(self, order: list[str], extra: str = "") -> str:
         assert self.brokers is not None
-        members = ",".join(self.brokers.broker(n).uri("stomp") for n in order)
-        return f"failover:({members})?{CLIENT_OPTIONS}{extra}"
+        protocol = self.config.protocol
+        members = ",".join(self.brokers.broker(n).uri(protocol) for n in order)
+        options = AMQP_CLIENT_OPTIONS if protocol == "amqp" else CLIENT_OPTIONS
+        return f"failover:({members})?{options}{extra}"
 
     def open_clients(self, labeller: Labeller) -> None:
         assert self.brokers is not None
@@ -124,6 +152,9 @@ class _Demo:
         # messages cross the network bridges and the two clients fail over at different times.
         producer_uri = self.uri(known, "&priorityBackup=true")
         consumer_uri = self.uri(list(reversed(known)))
+        destination = client_destination(self.config.protocol, self.config.destination)
+        # The brokers' own login (RabbitMQ's guest); ActiveMQ here takes anyone.
+        login, passcode = self.brokers.cluster[0].credentials or (None, None)
         self.recorder.start()  # time zero: the clients connect, traffic follows at once
         self.view.info(f"producer: {producer_uri}")
         self.view.info(f"consumer: {consumer_uri}")
@@ -131,11 +162,13 @@ class _Demo:
             consumer_uri,
             clock=self.clock,
             client_id="demo-consumer",
+            login=login,
+            passcode=passcode,
             listeners=[ClientEvents("consumer", self.recorder, self.view, labeller)],
         )
         self.connections["consumer"] = consumer
         consumer.subscribe(
-            self.config.destination,
+            destination,
             consumer_handler(self.recorder, labeller),
             ack="client-individual",
         )
@@ -144,13 +177,15 @@ class _Demo:
             producer_uri,
             clock=self.clock,
             client_id="demo-producer",
+            login=login,
+            passcode=passcode,
             listeners=[ClientEvents("producer", self.recorder, self.view, labeller)],
         )
         self.connections["producer"] = producer
         producer.connect()
         self.producer = Producer(
             producer,
-            self.config.destination,
+            destination,
             self.recorder,
             labeller,
             self.clock,
@@ -226,7 +261,7 @@ class _Demo:
             brokers.known += 1
             self.recorder.mark("joined", name, step.note)
             self.view.event(self.recorder.event("scenario", f"{name} is up (pid {broker.pid})"))
-            address = parse(broker.uri("stomp")).members
+            address = parse(broker.uri(self.config.protocol)).members
             for connection in self.connections.values():
                 connection.update_brokers(address, source="demo", action="add")
 
@@ -253,7 +288,9 @@ class _Demo:
         brokers: tuple[BrokerRow, ...] = ()
         if self.brokers is not None:
             brokers = tuple(
-                BrokerRow(n, self.brokers.broker(n).uri("stomp"), self.brokers.status(n))
+                BrokerRow(
+                    n, self.brokers.broker(n).uri(self.config.protocol), self.brokers.status(n)
+                )
                 for n in self.brokers.labels
             )
         return ViewState(
@@ -279,16 +316,17 @@ class _Demo:
         self.view.info("bringing every broker back and draining what they still hold ...")
         cluster.heal()
         ids: list[str] = []
+        destination, protocol = self.config.destination, self.config.protocol
+
+        def drain(broker: Broker) -> list[ReceivedMessage]:
+            # With the clients' protocol: RabbitMQ hands AMQP messages to STOMP still encoded.
+            return broker.drain(destination, timeout=10.0, idle=1.0, protocol=protocol)
+
         # Rounds until one finds nothing: a network bridge can move a message to a broker
         # whose drain has just finished.
         for _ in range(4):
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(cluster)) as pool:
-                found = list(
-                    pool.map(
-                        lambda b: b.drain(self.config.destination, timeout=10.0, idle=1.0),
-                        list(cluster),
-                    )
-                )
+                found = list(pool.map(drain, list(cluster)))
             batch = [m.headers.get("failover-message-id", "?") for msgs in found for m in msgs]
             ids += batch
             if not batch:
@@ -332,7 +370,7 @@ def run_demo(
             interrupted = False
             stderr.write(f"failover-client demo: cannot start brokers: {exc}\n")
             return EXIT_SETUP
-        ports = broker_ports(brokers.cluster)
+        ports = broker_ports(brokers.cluster, config.protocol)
         labeller = Labeller(dict(zip(ports, brokers.labels, strict=True)))
         demo.open_clients(labeller)
         demo.play(labeller)

@@ -37,15 +37,10 @@ from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._loop import ReconnectLoop
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
-from failover_client.engine._placement import (
-    PlanPolicy,
-    Redirects,
-    better_brokers,
-    plan,
-    redirected,
-    tiers_for,
-)
+from failover_client.engine._placement import PlanPolicy, Redirects, tiers_for
+from failover_client.engine._planner import Planner
 from failover_client.engine._pool import AddressMap, BrokerPool
+from failover_client.engine._rebalance import Rebalancer
 from failover_client.engine._schedule import ReconnectSchedule
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._slot import Slot
@@ -69,6 +64,14 @@ class FailoverTarget(Protocol):
     def options(self) -> FailoverOptions: ...
 
 
+class TopologyFeed(Protocol):
+    """What the connection needs of a topology source (:mod:`failover_client.topology`)."""
+
+    def start(self, sink: FailoverConnection) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class FailoverConnection:
     """One connection to a group of brokers that fails over, replays and restores.
 
@@ -90,6 +93,8 @@ class FailoverConnection:
     :param schedule: a reconnect schedule instead of the one the options describe.
     :param tiers: ``host:port`` -> priority tier (0 best), overriding ``priority_uris``.
     :param address_map: rewrites addresses pushed by topology sources.
+    :param topology: topology sources (e.g. ``failover_client.topology.DnsSource``) started
+        by :meth:`connect` with this connection as their sink, and stopped by :meth:`close`.
 
     Nothing connects until :meth:`connect` (or ``with``). Sends are at-least-once: a message
     confirmed by the broker is never lost, but a message re-sent after a fail-over can arrive
@@ -114,6 +119,7 @@ class FailoverConnection:
         schedule: ScheduleLike | None = None,
         tiers: Mapping[str, int] | None = None,
         address_map: AddressMap | None = None,
+        topology: Iterable[TopologyFeed] = (),
     ) -> None:
         check_construction(options, client_id, listeners, tiers)
         members, parsed_options = _resolve(target)
@@ -148,8 +154,15 @@ class FailoverConnection:
             quarantine_max=options.max_reconnect_delay,
             address_map=address_map,
         )
-        self._policy: PlanPolicy = policy or policy_for_options(
-            options, rng=self._rng, client_id=self._client_id
+        self._planner = Planner(
+            pool=self.pool,
+            policy=policy or policy_for_options(options, rng=self._rng, client_id=self._client_id),
+            redirects=self._redirects,
+            rebalancer=Rebalancer(self._client_id, options.rebalance_drain_window, self._rng)
+            if options.rebalance
+            else None,
+            options=options,
+            clock=self._clock,
         )
         self._schedule: ScheduleLike = schedule or ReconnectSchedule.from_options(
             options, rng=self._rng
@@ -163,10 +176,11 @@ class FailoverConnection:
             client_id=self._client_id,
         )
         self._slots = itertools.count(1)
+        self._topology = tuple(topology)
         self._dialer = Dialer(
             connector=self._connector,
             pool=self.pool,
-            planner=self._dial_plan,
+            planner=self._planner.dial_plan,
             schedule=self._schedule,
             clock=self._clock,
             connect_timeout=options.connect_timeout,
@@ -179,8 +193,7 @@ class FailoverConnection:
         self._loop = ReconnectLoop(
             state=self._state,
             dialer=self._dialer,
-            planner=self._plan,
-            better=self._better,
+            planner=self._planner,
             schedule=self._schedule,
             clock=self._clock,
             options=options,
@@ -206,6 +219,8 @@ class FailoverConnection:
         if starting:
             self._dispatcher.start()
             self._loop.start()
+            for source in self._topology:
+                source.start(self)
         self._clock.wait(self._loop.first_outcome, None)
         with connection.cond:
             state, error = connection.state, connection.error
@@ -222,6 +237,8 @@ class FailoverConnection:
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
         progress (also a handshake with a hung broker) is cancelled rather than awaited.
         """
+        for source in self._topology:
+            source.stop()  # never raises (the TopologySource contract)
         self._state.close()
         # After the state closed: its stop event keeps the loop from starting another
         # connect; cancelling cuts the one under way.
@@ -435,20 +452,6 @@ class FailoverConnection:
         )
 
     # --- wiring ------------------------------------------------------------------------------
-
-    def _plan(self) -> list[BrokerAddress]:
-        now = self._clock.monotonic()
-        return plan(self.pool.by_tier(now), self._policy) + self.pool.quarantined(now)
-
-    def _dial_plan(self) -> list[BrokerAddress]:
-        """The plan of a reconnect run: a pending redirect goes first, and is used up."""
-        return redirected(self._plan(), self._redirects.take())
-
-    def _better(self, current: BrokerAddress) -> list[BrokerAddress]:
-        if not self._options.priority_backup:
-            return []  # tiers then only order the plan; nobody probes
-        tier_of = {s.key: s.tier for s in self.pool.states()}
-        return better_brokers(current, self.pool.by_tier(), tier_of)
 
     def _new_slot(self, address: BrokerAddress) -> Slot:
         return Slot(next(self._slots), address)

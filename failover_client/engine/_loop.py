@@ -21,7 +21,14 @@ from collections.abc import Callable
 
 from failover_client._clock import Clock
 from failover_client._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
-from failover_client._events import Connected, Event, FailedOver, GaveUp, PriorityRestored
+from failover_client._events import (
+    Connected,
+    Event,
+    FailedOver,
+    GaveUp,
+    PriorityRestored,
+    Rebalanced,
+)
 from failover_client.engine._dial import (
     Dialer,
     DialOutcome,
@@ -29,10 +36,11 @@ from failover_client.engine._dial import (
     ScheduleLike,
     ScheduleRunLike,
 )
+from failover_client.engine._planner import Planner
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
 from failover_client.engine._state import ConnectionState
-from failover_client.uri import BrokerAddress, FailoverOptions
+from failover_client.uri import FailoverOptions
 
 __all__ = ["ReconnectLoop"]
 
@@ -79,8 +87,7 @@ class ReconnectLoop:
         *,
         state: ConnectionState,
         dialer: Dialer,
-        planner: Callable[[], list[BrokerAddress]],
-        better: Callable[[BrokerAddress], list[BrokerAddress]],
+        planner: Planner,
         schedule: ScheduleLike,
         clock: Clock,
         options: FailoverOptions,
@@ -90,7 +97,6 @@ class ReconnectLoop:
         self._state = state
         self._dialer = dialer
         self._planner = planner
-        self._better = better
         self._clock = clock
         self._options = options
         self._emit = emit
@@ -173,7 +179,7 @@ class ReconnectLoop:
             due: list[float] = []
             if self._options.backup:
                 due.extend(self._maintain_standbys(current))
-            switched = self._maybe_probe(current, due)
+            switched = self._maybe_probe(current, due) or self._maybe_rebalance(current, due)
             if switched is not None:
                 current = switched
                 continue
@@ -184,7 +190,9 @@ class ReconnectLoop:
     # --- priority backup ---------------------------------------------------------------------
 
     def _maybe_probe(self, current: Slot, due: list[float]) -> Slot | None:
-        targets = [a for a in self._better(current.address) if a.key not in self._probe_struck]
+        targets = [
+            a for a in self._planner.better(current.address) if a.key not in self._probe_struck
+        ]
         if not targets:
             self._probe.reset()
             return None
@@ -210,7 +218,7 @@ class ReconnectLoop:
         due.append(self._probe.arm(self._clock.monotonic()))
         return None
 
-    def _switch(self, old: Slot, new: Slot) -> Slot:
+    def _switch(self, old: Slot, new: Slot, *, rebalance: bool = False) -> Slot:
         """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
         state = self._state
         state.begin_switch()
@@ -218,9 +226,45 @@ class ReconnectLoop:
         state.retire(old)
         if state.install(new):
             self._emit(Connected(new.broker, 1, 0.0))
-            self._emit(PriorityRestored(old.broker, new.broker))
-            _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+            if rebalance:
+                self._emit(Rebalanced(old.broker, new.broker))
+                _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)
+            else:
+                self._emit(PriorityRestored(old.broker, new.broker))
+                _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
         return new
+
+    # --- rebalancing -------------------------------------------------------------------------
+
+    def _maybe_rebalance(self, current: Slot, due: list[float]) -> Slot | None:
+        """Move to this client's rendezvous home once its turn in the drain window came."""
+        rebalancer = self._planner.rebalancer
+        if rebalancer is None:
+            return None
+        home = self._planner.home(current.address)
+        if home is None:
+            rebalancer.settle()
+            # A broker back from quarantine may be this client's home again: look then.
+            release = self._planner.next_release()
+            if release is not None:
+                due.append(release)
+            return None
+        now = self._clock.monotonic()
+        when = rebalancer.due(home, now)
+        if now < when:
+            due.append(when)
+            return None
+        rebalancer.settle()
+        if self._state.stop.is_set():
+            raise Interrupted
+        try:
+            found = self._dialer.open(home)
+        except ConnectionFailure:
+            # Recorded in the pool: the broker is quarantined, so the next home is another
+            # (or this one again once its quarantine is over).
+            due.append(self._clock.monotonic() + _MIN_BACKGROUND_DELAY)
+            return None
+        return self._switch(current, found, rebalance=True)
 
     # --- standbys ----------------------------------------------------------------------------
 
@@ -234,7 +278,7 @@ class ReconnectLoop:
         if self._refill.due is not None and now < self._refill.due:
             return [self._refill.due]
         exclude = {current.address.key} | self._state.standby_keys()
-        candidates = refill_candidates(self._planner(), exclude)
+        candidates = refill_candidates(self._planner.plan(), exclude)
         if not candidates:
             return []  # nobody else to stand by; a topology change wakes the loop
         for address in candidates:

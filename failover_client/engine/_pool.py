@@ -188,6 +188,15 @@ class BrokerPool:
             tiers.setdefault(state.tier, []).append(state.address)
         return [tiers[t] for t in sorted(tiers)]
 
+    def live_tiers(self, now: float) -> list[list[BrokerState]]:
+        """The states of the live brokers grouped by tier, best tier first."""
+        with self._lock:
+            states = [s for s in self._states.values() if s.live(now)]
+        tiers: dict[int, list[BrokerState]] = {}
+        for state in states:
+            tiers.setdefault(state.tier, []).append(state)
+        return [tiers[t] for t in sorted(tiers)]
+
     def quarantined(self, now: float) -> list[BrokerAddress]:
         """Brokers quarantined at ``now``, the one released soonest first.
 
@@ -212,7 +221,9 @@ class BrokerPool:
                 # A broker removed by a merge while a connect to it was in flight.
                 state = BrokerState(address=address, seed=False, tier=self._tier_for(address.key))
             failures = state.failures + 1
-            quarantine = min(self._base * 2 ** (failures - 1), self._max)
+            # The exponent is capped: a broker probed for days fails thousands of times, and
+            # 2 ** 1024 no longer converts to a float.
+            quarantine = min(self._base * 2.0 ** min(failures - 1, 64), self._max)
             new = replace(
                 state,
                 failures=failures,

@@ -2,18 +2,21 @@
 
 A :class:`TopologySource` pushes broker lists into a :class:`TopologySink` (a
 :class:`~failover_client.FailoverConnection` is one). Sources are found by name through a
-registry (built in: ``file``; more through the ``failover_client.topology_sources``
+registry (built in: ``file`` and ``dns``; more through the ``failover_client.topology_sources``
 entry-point group or :func:`register_topology_source`), never through an import path::
 
     source = topology_source_factory("file")(path="brokers.txt", interval=10.0)
     source.start(connection)
     ...
     source.stop()
+
+    dns = topology_source_factory("dns")(name="_stomp._tcp.example.com")  # SRV records
 """
 
 from __future__ import annotations
 
 from ._base import TopologySink, TopologySource
+from ._dns import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsResolve, DnsSource
 from ._file import FileSource, read_broker_file
 from ._registry import (
     ENTRY_POINT_GROUP,
@@ -27,6 +30,11 @@ from ._registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ZERO_WEIGHT",
+    "DnsAnswer",
+    "DnsLookupError",
+    "DnsResolve",
+    "DnsSource",
     "FileSource",
     "TopologySink",
     "TopologySource",

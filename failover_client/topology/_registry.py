@@ -16,6 +16,7 @@ from failover_client._errors import ConfigurationError
 from failover_client._registry import EntryPointFailure, NamedRegistry
 
 from ._base import TopologySource
+from ._dns import DnsSource
 from ._file import FileSource
 
 __all__ = [
@@ -33,7 +34,8 @@ ENTRY_POINT_GROUP = "failover_client.topology_sources"
 
 TopologySourceFactory = Callable[..., TopologySource]
 """Builds a new, not yet started source from keyword settings (each source documents its own,
-e.g. :class:`FileSource`'s ``path``, ``interval``, ``clock``)."""
+e.g. :class:`FileSource`'s ``path``, ``interval``, ``clock``; :class:`DnsSource`'s ``name``,
+``srv``, ``port``)."""
 
 
 class TopologySourceError(ConfigurationError):
@@ -55,7 +57,9 @@ class TopologySourceError(ConfigurationError):
         super().__init__(message)
 
 
-_BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType({"file": FileSource})
+_BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType(
+    {"dns": DnsSource, "file": FileSource}
+)
 
 
 def _broken_entry_point(failure: EntryPointFailure) -> TopologySourceError:
