@@ -3,8 +3,8 @@
 Run: ``python benchmarks/bench_rebalance.py [--clients 60] [--runs 3] [--quick]``
 
 Four ActiveMQ Classic brokers on loopback; ``--clients`` failover connections with
-``rebalance=true`` and stable client ids (``client-0`` ...), URI members = the first three
-brokers. Per run (fresh connections each time):
+``rebalance=true`` and stable client ids (``run<r>-client-<n>``: another fleet each run), URI
+members = the first three brokers. Per run (fresh connections each time):
 
 (a) **Join**: the fourth broker is announced to every connection through a broker-list file
     (the ``file`` topology source, re-read every 100 ms), the way any topology source pushes a
@@ -80,7 +80,7 @@ def wait_still(conns: list[FailoverConnection], quiet: float, limit: float) -> N
             return
 
 
-def one_run(cluster: Cluster, clients: int, workdir: Path) -> dict[str, Any]:
+def one_run(cluster: Cluster, clients: int, workdir: Path, run: int) -> dict[str, Any]:
     members = ",".join(b.uri("stomp") for b in list(cluster)[:3])
     uri = (
         f"failover:({members})?rebalance=true&rebalanceDrainWindow={DRAIN_WINDOW_MS}"
@@ -91,7 +91,10 @@ def one_run(cluster: Cluster, clients: int, workdir: Path) -> dict[str, Any]:
     sources = [FileSource(listing, interval=0.1) for _ in range(clients)]
     moves = [Moves() for _ in range(clients)]
     conns = [
-        FailoverConnection(uri, client_id=f"client-{n}", listeners=[moves[n]], topology=[src])
+        # Ids differ per run: each run is another fleet (the hash spreads each its own way).
+        FailoverConnection(
+            uri, client_id=f"run{run}-client-{n}", listeners=[moves[n]], topology=[src]
+        )
         for n, src in enumerate(sources)
     ]
     try:
@@ -147,7 +150,7 @@ def main() -> None:
         for run in range(runs):
             with tempfile.TemporaryDirectory(prefix="fc-rebalance-") as workdir:
                 log(f"run {run + 1}/{runs}: {clients} clients")
-                results.append(one_run(cluster, clients, Path(workdir)))
+                results.append(one_run(cluster, clients, Path(workdir), run))
     rows = [
         [
             n + 1,

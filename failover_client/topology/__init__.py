@@ -2,8 +2,9 @@
 
 A :class:`TopologySource` pushes broker lists into a :class:`TopologySink` (a
 :class:`~failover_client.FailoverConnection` is one). Sources are found by name through a
-registry (built in: ``file`` and ``dns``; more through the ``failover_client.topology_sources``
-entry-point group or :func:`register_topology_source`), never through an import path::
+registry (built in: ``file``, ``dns`` and ``advisory``; more through the
+``failover_client.topology_sources`` entry-point group or :func:`register_topology_source`),
+never through an import path::
 
     source = topology_source_factory("file")(path="brokers.txt", interval=10.0)
     source.start(connection)
@@ -11,10 +12,23 @@ entry-point group or :func:`register_topology_source`), never through an import 
     source.stop()
 
     dns = topology_source_factory("dns")(name="_stomp._tcp.example.com")  # SRV records
+
+    # An ActiveMQ Classic network of brokers, from its bridge advisories (OpenWire URLs mapped):
+    network = topology_source_factory("advisory")(uri, scheme_map={"tcp": ("stomp", 61613)})
 """
 
 from __future__ import annotations
 
+from ._advisory import (
+    ADVISORY_TOPIC,
+    MAX_ADVISORY_BODY,
+    AdvisoryError,
+    AdvisorySource,
+    Bridge,
+    SchemeMap,
+    map_broker_url,
+    parse_advisory,
+)
 from ._base import TopologySink, TopologySource
 from ._dns import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsResolve, DnsSource
 from ._file import FileSource, read_broker_file
@@ -29,17 +43,25 @@ from ._registry import (
 )
 
 __all__ = [
+    "ADVISORY_TOPIC",
     "ENTRY_POINT_GROUP",
+    "MAX_ADVISORY_BODY",
     "ZERO_WEIGHT",
+    "AdvisoryError",
+    "AdvisorySource",
+    "Bridge",
     "DnsAnswer",
     "DnsLookupError",
     "DnsResolve",
     "DnsSource",
     "FileSource",
+    "SchemeMap",
     "TopologySink",
     "TopologySource",
     "TopologySourceError",
     "TopologySourceFactory",
+    "map_broker_url",
+    "parse_advisory",
     "read_broker_file",
     "register_topology_source",
     "registered_topology_sources",

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from failover_client._errors import ConfigurationError
 from failover_client._registry import EntryPointFailure, NamedRegistry
 
+from ._advisory import AdvisorySource
 from ._base import TopologySource
 from ._dns import DnsSource
 from ._file import FileSource
@@ -35,7 +36,7 @@ ENTRY_POINT_GROUP = "failover_client.topology_sources"
 TopologySourceFactory = Callable[..., TopologySource]
 """Builds a new, not yet started source from keyword settings (each source documents its own,
 e.g. :class:`FileSource`'s ``path``, ``interval``, ``clock``; :class:`DnsSource`'s ``name``,
-``srv``, ``port``)."""
+``srv``, ``port``; :class:`AdvisorySource`'s ``uri_or_members``, ``scheme_map``)."""
 
 
 class TopologySourceError(ConfigurationError):
@@ -58,7 +59,7 @@ class TopologySourceError(ConfigurationError):
 
 
 _BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType(
-    {"dns": DnsSource, "file": FileSource}
+    {"advisory": AdvisorySource, "dns": DnsSource, "file": FileSource}
 )
 
 
