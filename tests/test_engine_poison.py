@@ -238,6 +238,27 @@ def test_after_a_refusal_the_frames_in_flight_go_one_at_a_time_then_the_rest_at_
         assert rig.connector.wait_until(lambda: len(second.sent) == 4)
 
 
+def test_frames_the_adapter_says_were_never_read_are_replayed_at_once():
+    with connected(auto_confirm=False, autojump=False) as rig:
+        futures = [rig.conn.send_async("/queue/q", f"m{i}".encode()) for i in range(10)]
+        first = rig.connector.session(A)
+        ids = first.message_ids()
+        # The broker refused something among the first three; the adapter knows it never
+        # read the other seven (written in later transactions).
+        first.kill(BrokerRefused("broker sent ERROR: no", broker="a"), never_read=ids[3:])
+        assert rig.connector.wait_until(
+            lambda: any(s.address == B and s.sent for s in rig.connector.sessions)
+        )
+        second = rig.connector.session(B)
+        for written in range(1, 4):  # the three that may hold the culprit: one at a time
+            assert rig.connector.wait_until(lambda n=written: len(second.sent) == n)
+            assert len(second.unconfirmed()) == 1
+            second.confirm()
+        assert rig.connector.wait_until(lambda: len(second.sent) == 10)  # the rest at once
+        assert second.confirm() == 7
+        assert [f.result(SAFETY) for f in futures] == [None] * 10
+
+
 def test_a_broker_that_crashes_on_a_frame_without_a_word_quarantines_it_later():
     with connected(refuse=False) as rig:
         with pytest.raises(SendRejected, match=f"after {CRASH_LOSSES} connection losses"):

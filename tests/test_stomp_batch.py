@@ -436,3 +436,25 @@ def test_empty_or_bare_prefix_destinations_are_refused_before_writing(destinatio
         session.send(destination, b"x", {}, Outcomes().callback(1))
     assert t.queued == []
     assert session.outstanding == 0
+
+
+def test_after_a_refusal_only_the_run_in_doubt_may_hold_the_culprit() -> None:
+    h, t, session = _session()
+    out = Outcomes()
+    for n in range(1, 3):
+        session.send("/queue/q", b"a%d" % n, {}, out.callback(n))
+    t.write_all()  # run fx-1: 1, 2
+    for n in range(3, 5):
+        session.send("/queue/q", b"b%d" % n, {}, out.callback(n))
+    t.write_all()  # run fx-2: 3, 4 (written after the first: never read if the first was bad)
+    t.play("error", {"message": "maximum header length exceeded"}, b"")
+    t.play("disconnected")
+    assert {n: type(e) for n, e in out.results.items()} == {
+        1: BrokerRefused,
+        2: BrokerRefused,
+        3: BrokerUnavailable,
+        4: BrokerUnavailable,
+    }
+    assert "never read by the broker" in str(out.results[3])
+    (cause,) = h.listener.lost
+    assert isinstance(cause, BrokerRefused)

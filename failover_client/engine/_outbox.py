@@ -70,6 +70,9 @@ class OutboundMessage:
     """Sessions that died while this message was unconfirmed on them (see ``_poison``)."""
     suspect: bool = False
     """Replayed alone, waiting for its confirmation, on the next session (see ``_poison``)."""
+    refused_with: bool = False
+    """Its last session failed it with a refusal (the broker may have read it), not with a
+    plain loss (the adapter knows the broker never read it): see ``_poison``."""
     done: bool = field(default=False)
 
     @property

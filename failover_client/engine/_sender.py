@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from failover_client._errors import ConnectionFailure, SendRejected, SendTimeout
+from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
@@ -214,7 +214,11 @@ class Sender:
     def _confirmed(self, message: OutboundMessage, slot: Slot, error: BaseException | None) -> None:
         """A session's on_confirm callback (adapter thread)."""
         if error is not None and isinstance(error, ConnectionFailure):
-            return  # the session died before confirming: the message will be replayed
+            # The session died before confirming: the message will be replayed. Whether the
+            # adapter says the broker may have read it decides if it is a suspect.
+            if message.session is slot:
+                message.refused_with = isinstance(error, BrokerRefused)
+            return
         if error is not None and message.session is not slot:
             return  # a verdict from a session the message already left; the replay decides
         self._finish(message, error)
@@ -293,9 +297,16 @@ class Sender:
         Returns the message this loss made poison: it is already out of the outbox (not
         replayed); :meth:`quarantine` fails its caller once the lock is released.
         """
+        # An adapter that knows which frames the broker never read fails those with a plain
+        # loss (STOMP group commit: the runs after the one in doubt); only the others can be
+        # the culprit. One that cannot tell fails them all alike, and all are suspects.
+        read = [m for m in unconfirmed if m.refused_with]
+        narrowed = isinstance(cause, BrokerRefused) and 0 < len(read) < len(unconfirmed)
         for message in unconfirmed:
             message.losses += 1
-            message.suspect = message.suspect or is_suspect(message.losses, cause)
+            if not narrowed or message.refused_with:
+                message.suspect = message.suspect or is_suspect(message.losses, cause)
+            message.refused_with = False
         if not alone or len(unconfirmed) != 1 or not is_poison(unconfirmed[0].losses, cause):
             return None
         poison = unconfirmed[0]

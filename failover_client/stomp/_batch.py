@@ -216,6 +216,17 @@ class GroupCommit:
             oldest.in_doubt = True
             return oldest.commit_receipt
 
+    def after_the_doubt(self) -> frozenset[str]:
+        """The send receipts of every unanswered run but the oldest.
+
+        After an ERROR that named nothing, the broker stopped reading at the frame it refused:
+        a run written after the oldest unanswered one was never read (the refused frame is in
+        that oldest run, or was written alone before it), so nothing of it can be the culprit.
+        """
+        with self._lock:
+            later = list(self._open.values())[1:]
+        return frozenset(send.receipt for batch in later for send in batch.sends)
+
     def clear(self) -> None:
         """The session is over (its receipt book fails every send): forget the transactions."""
         with self._lock:

@@ -86,13 +86,27 @@ class ReceiptBook:
             callback = self._waiting.pop(receipt, None)
         return None if callback is None else Completion(callback, error)
 
-    def fail_all(self, cause: BaseException) -> list[Completion]:
-        """Fail every outstanding receipt with ``cause`` and refuse new ones; idempotent."""
+    def fail_all(
+        self,
+        cause: BaseException,
+        *,
+        spared: frozenset[str] = frozenset(),
+        spared_cause: BaseException | None = None,
+    ) -> list[Completion]:
+        """Fail every outstanding receipt with ``cause`` and refuse new ones; idempotent.
+
+        The receipts in ``spared`` get ``spared_cause`` instead (frames the broker cannot
+        have read, see ``_teardown.lose``).
+        """
         with self._lock:
             if self._closed_by is None:
                 self._closed_by = cause
             waiting, self._waiting = self._waiting, {}
-        return [Completion(callback, cause) for callback in waiting.values()]
+        other = spared_cause if spared_cause is not None else cause
+        return [
+            Completion(callback, other if receipt in spared else cause)
+            for receipt, callback in waiting.items()
+        ]
 
     @property
     def closed_by(self) -> BaseException | None:

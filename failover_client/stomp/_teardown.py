@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from failover_client._errors import BrokerUnavailable, ConnectionFailure
+from failover_client._errors import BrokerRefused, BrokerUnavailable, ConnectionFailure
 from failover_client.stomp._state import SessionState
 
 __all__ = ["close", "lose", "release"]
@@ -138,11 +138,21 @@ def lose(state: SessionState, cause: ConnectionFailure) -> None:
             return
         state.phase = "lost"
         state.lost_cause = cause
-    state.complete(
-        state.receipts.fail_all(
-            BrokerUnavailable(f"session lost before the broker confirmed: {cause}")
+    lost = f"session lost before the broker confirmed: {cause}"
+    if isinstance(cause, BrokerRefused):
+        # The broker refused a frame it did not name: the sends it may have read fail with a
+        # refusal (the engine looks among them for the culprit), the runs written after the
+        # one in doubt with a plain loss (it never read them: they are innocent).
+        group = state.group
+        spared = group.after_the_doubt() if group is not None else frozenset()
+        failed = state.receipts.fail_all(
+            BrokerRefused(lost, broker=state.broker),
+            spared=spared,
+            spared_cause=BrokerUnavailable(f"{lost} (never read by the broker)"),
         )
-    )
+    else:
+        failed = state.receipts.fail_all(BrokerUnavailable(lost))
+    state.complete(failed)
     if state.group is not None:
         state.group.clear()
     try:

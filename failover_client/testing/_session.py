@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from failover_client._errors import BrokerUnavailable, SendRejected, SubscriptionRefused
+from failover_client._errors import (
+    BrokerRefused,
+    BrokerUnavailable,
+    SendRejected,
+    SubscriptionRefused,
+)
 from failover_client.adapter import (
     AdvertisedBrokers,
     ConfirmCallback,
@@ -169,7 +174,7 @@ class FakeSession:
         error = BrokerUnavailable(
             "session closed before the broker confirmed", broker=str(self._address)
         )
-        for callback in pending:
+        for callback, _ in pending:
             try:
                 callback(error)
             except Exception:  # noqa: BLE001 - close never raises; the rest still complete
@@ -180,12 +185,19 @@ class FakeSession:
         if not self.alive:
             raise BrokerUnavailable("session is closed", broker=str(self._address))
 
-    def _take_unconfirmed_locked(self) -> list[ConfirmCallback]:
+    def _take_unconfirmed_locked(
+        self, never_read: frozenset[str] = frozenset()
+    ) -> list[tuple[ConfirmCallback, bool]]:
+        """Every waiting callback, and whether the broker may have read its frame."""
         pending = [m for m in self.sent if m.state == "unconfirmed"]
         for message in pending:
             message.state = "failed"
-        callbacks = [m.on_confirm for m in pending if m.on_confirm is not None]
-        callbacks.extend(self._subscribing.values())
+        callbacks = [
+            (m.on_confirm, m.message_id not in never_read)
+            for m in pending
+            if m.on_confirm is not None
+        ]
+        callbacks.extend((c, True) for c in self._subscribing.values())
         self._subscribing.clear()
         return callbacks
 
@@ -289,28 +301,31 @@ class FakeSession:
         self.listener.on_brokers(self, advertised)
         return advertised
 
-    def kill(self, cause: BaseException | None = None) -> None:
+    def kill(self, cause: BaseException | None = None, *, never_read: Iterable[str] = ()) -> None:
         """Simulate losing the broker, as a real adapter reports it.
 
-        Every outstanding confirmation is completed with BrokerUnavailable first, then the
-        listener hears ``on_lost`` (once; a second kill, or one after close, does nothing).
-        A callback that raises does not keep the others or ``on_lost`` from running; the
-        first such error is raised afterwards, so a test sees it.
+        Every outstanding confirmation is completed first, then the listener hears
+        ``on_lost`` (once; a second kill, or one after close, does nothing). With a
+        :class:`~failover_client.BrokerRefused` cause they fail as refusals, except the sends
+        whose message id is in ``never_read`` (frames the broker cannot have read, as STOMP
+        group commit tells); otherwise with BrokerUnavailable. A callback that raises does not
+        keep the others or ``on_lost`` from running; the first such error is raised
+        afterwards, so a test sees it.
         """
         with self._lock:
             if not self.alive:
                 return
             self.alive = False
-            pending = self._take_unconfirmed_locked()
+            pending = self._take_unconfirmed_locked(frozenset(never_read))
         broker = str(self._address)
         lost = cause or BrokerUnavailable("connection lost", broker=broker)
-        error = BrokerUnavailable(
-            f"session lost before the broker confirmed: {lost}", broker=broker
-        )
+        text = f"session lost before the broker confirmed: {lost}"
+        error = BrokerUnavailable(text, broker=broker)
+        refused = BrokerRefused(text, broker=broker) if isinstance(lost, BrokerRefused) else error
         failures: list[Exception] = []
-        for callback in pending:
+        for callback, read in pending:
             try:
-                callback(error)
+                callback(refused if read else error)
             except Exception as exc:  # noqa: BLE001 - re-raised below, after on_lost
                 failures.append(exc)
         self._notify()
