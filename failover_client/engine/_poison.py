@@ -11,7 +11,9 @@ closes), so one loss cannot name the culprit. The rule, for sends and subscripti
 
 * every loss counts against every frame written to the dying session and not yet confirmed,
   except a redirect (the broker sent the client elsewhere, it refused nothing);
-* such a frame becomes a *suspect* when the loss was a refusal, or at its
+* such a frame becomes a *suspect* when the loss was a refusal (unless the adapter failed it
+  as a frame the broker never read: STOMP group commit knows the transactions written after
+  the one in doubt), or at its
   :data:`POISON_LOSSES`-th loss of any kind (a broker that crashes on it without a word); a
   subscription after any loss (a broker that resets the connection with frames of ours
   unread loses its ERROR with it, and a SUBSCRIBE restored alone costs no throughput);
@@ -28,12 +30,11 @@ closes), so one loss cannot name the culprit. The rule, for sends and subscripti
 So a poison frame costs two fail-overs. An innocent frame is never quarantined by kills and
 hangs alone unless four sessions in a row die while it is the only frame on the wire; after an
 ordinary loss (a kill, a hang, a network fault) the replay is written at once, as before. The
-price of a refusal: the frames in flight before the poison one are replayed at one round trip
-each, once. Brokers read in order and most confirm what they read before they close
-(RabbitMQ does), so the poison frame is usually the oldest unconfirmed and the price is one
-round trip; ActiveMQ's group commit loses the confirmations of the transaction the poison
-frame was in, at most ``maxBatch`` sends. A confirmation clears the counts: a frame some
-broker accepted is not poison.
+price of a refusal: the suspects before the poison one are replayed at one round trip each,
+once. Brokers read in order, so what follows the poison frame was never read; with ActiveMQ's
+group commit the suspects are the transaction the poison frame was in (at most ``maxBatch``
+sends), elsewhere every frame then unconfirmed. A confirmation clears the counts: a frame
+some broker accepted is not poison.
 """
 
 from __future__ import annotations
