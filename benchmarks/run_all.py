@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, tuple[str, bool, list[str]]] = {
     "hung": ("bench_hung.py", True, ["--quick"]),
     "chaos": ("bench_chaos.py", True, ["--quick"]),
     "poison": ("bench_poison.py", True, ["--quick"]),
+    "amqp": ("bench_amqp.py", True, ["--quick"]),
 }
 TIMEOUT = {"quick": 900.0, "full": 3600.0}
 

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from proton import Message
 
-from failover_client.amqp._convert import MESSAGE_ID_HEADER, received, to_message
+from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message, received
 
 
 def _round_trip(message: Message) -> Message:
     decoded = Message()
     decoded.decode(message.encode())
+    return decoded
+
+
+def to_message(body: bytes, headers: dict[str, str]) -> Message:
+    """What a receiver decodes from the bytes sent for ``body`` and ``headers``."""
+    decoded = Message()
+    decoded.decode(encode_message(body, headers))
     return decoded
 
 

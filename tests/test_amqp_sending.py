@@ -72,3 +72,37 @@ def test_a_raising_callback_does_not_stop_the_others() -> None:
     cause = RuntimeError("lost")
     run_all(book.fail_all(cause))
     assert seen == [cause]
+
+
+def test_decided_answers_wait_to_be_told_in_order_and_each_once() -> None:
+    book = Book()
+    outcomes: list[tuple[int, BaseException | None]] = []
+    tokens = [book.add(lambda error, n=n: outcomes.append((n, error))) for n in range(3)]
+    assert None not in tokens
+    refused = ValueError("rejected")
+    book.decide(tokens[1], refused)  # type: ignore[arg-type]
+    book.decide(tokens[0], None)  # type: ignore[arg-type]
+    book.decide(tokens[0], None)  # type: ignore[arg-type]
+    assert outcomes == []
+    assert book.outstanding == 3  # decided but not told yet: still outstanding
+    run_all(book.take_decided())
+    run_all(book.take_decided())
+    assert outcomes == [(1, refused), (0, None)]
+    assert book.outstanding == 1
+
+
+def test_a_session_that_ends_tells_the_decided_answers_first_then_fails_the_rest() -> None:
+    book = Book()
+    outcomes: list[tuple[str, BaseException | None]] = []
+    accepted = book.add(lambda error: outcomes.append(("accepted", error)))
+    waiting = book.add(lambda error: outcomes.append(("waiting", error)))
+    assert accepted is not None
+    assert waiting is not None
+    book.decide(accepted, None)
+    cause = RuntimeError("lost")
+    run_all(book.fail_all(cause))
+    run_all(book.take_decided())
+    book.decide(waiting, None)  # an answer after the end: already failed
+    run_all(book.take_decided())
+    assert outcomes == [("accepted", None), ("waiting", cause)]
+    assert book.outstanding == 0

@@ -6,8 +6,8 @@ its own (``_loop``), with proton's reconnect off (the engine reconnects); its ha
 (``_handler``) drives the send side (``_sending``: one sender link per destination, confirmed
 by the broker's disposition) and the receive side (``_receiving``: one receiver link per
 subscription, with credit). ``_errors`` maps proton's error conditions onto the library's
-errors, ``_convert`` turns (body, headers) into AMQP messages and back, ``_tls`` builds
-proton's TLS domain from the options, and ``_server_list`` reads the brokers a broker names
+errors, ``_convert`` encodes (body, headers) as AMQP messages and decodes them back, ``_tls``
+builds proton's TLS domain from the options, and ``_server_list`` reads the brokers a broker names
 (``failover-server-list``, ``amqp:connection:redirect``).
 """
 

@@ -6,6 +6,16 @@ caller runs it outside the lock (a callback may call the session again). After
 :meth:`Book.fail_all` the book refuses new entries, checked under the same lock, so nothing
 can slip in after the session died and wait forever.
 
+The answers to sends are not told one by one as the broker's dispositions are read:
+:meth:`Book.decide` files them, and the container thread tells the whole lot with
+:meth:`Book.take_decided` once proton has handled everything it read (a disposition frame
+usually settles many deliveries). Each callback wakes the engine's waiting threads, and a
+woken thread that runs while the container thread is still in proton takes the interpreter
+lock from it at every call into proton's C library (cffi releases it on each call): telling
+them as one batch took the CPU time of a pipelined confirmed send from about 100 µs to 60 µs
+here. :meth:`Book.fail_all` tells the decided ones first, with their own outcome, so a session
+that ends between the two still confirms what the broker accepted.
+
 Thread-safe: callers' threads add, the container thread completes, and ``close()`` fails what
 is left even when the container thread is stuck in a listener.
 """
@@ -34,6 +44,7 @@ class Book:
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._waiting: dict[int, ConfirmCallback] = {}
+        self._decided: list[Completion] = []
         self._closed_by: BaseException | None = None
 
     def add(self, callback: ConfirmCallback) -> int | None:
@@ -56,18 +67,36 @@ class Book:
             callback = self._waiting.pop(token, None)
         return None if callback is None else (callback, outcome)
 
+    def decide(self, token: int, outcome: BaseException | None) -> None:
+        """File the answer for ``token`` (if still waiting) for :meth:`take_decided`."""
+        with self._lock:
+            callback = self._waiting.pop(token, None)
+            if callback is not None:
+                self._decided.append((callback, outcome))
+
+    def take_decided(self) -> list[Completion]:
+        """The answers filed by :meth:`decide` and not told yet, in the order filed."""
+        with self._lock:
+            decided, self._decided = self._decided, []
+        return decided
+
     def fail_all(self, cause: BaseException) -> list[Completion]:
-        """Fail every outstanding callback with ``cause`` and refuse new ones; idempotent."""
+        """The decided answers, then every outstanding callback failed with ``cause``.
+
+        Refuses new entries from then on; idempotent.
+        """
         with self._lock:
             if self._closed_by is None:
                 self._closed_by = cause
             waiting, self._waiting = self._waiting, {}
-        return [(callback, cause) for callback in waiting.values()]
+            decided, self._decided = self._decided, []
+        return decided + [(callback, cause) for callback in waiting.values()]
 
     @property
     def outstanding(self) -> int:
+        """Callbacks not called yet (also those whose answer is decided but not told)."""
         with self._lock:
-            return len(self._waiting)
+            return len(self._waiting) + len(self._decided)
 
     def __repr__(self) -> str:
         state = "failed" if self._closed_by is not None else "open"

@@ -2,9 +2,10 @@
 
 :class:`Events` is the proton handler of the session's container: it opens the connection,
 tells the session when the broker's open arrived, routes link and delivery events to the
-send side (``_sending``) and the receive side (``_receiving``), runs the calls other threads
-post, and turns the end of the connection into the session's outcome: a handshake error for
-``open()`` to raise, or the loss reported once through ``on_lost``.
+send side (``_sending``) and the receive side (``_receiving``), tells the sends' answers once
+proton has handled what it read (``_book``), and turns the end of the connection into the
+session's outcome: a handshake error for ``open()`` to raise, or the loss reported once
+through ``on_lost``.
 
 Broker-named brokers: a ``failover-server-list`` in the broker's open is reported as
 ``AdvertisedBrokers(source="amqp-open")``; a close with ``amqp:connection:redirect`` as
@@ -24,6 +25,7 @@ from proton.reactor import Container
 
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import AdvertisedBrokers
+from failover_client.amqp._book import run_all
 from failover_client.amqp._errors import (
     REDIRECT,
     Condition,
@@ -153,8 +155,9 @@ class Events(Handler):
         self._state.lose(error)
         self._stop()
 
-    def on_failover_client_call(self, event: Any) -> None:
-        event.subject()
+    def on_reactor_quiesced(self, event: Any) -> None:
+        """proton handled all it read and is about to wait: tell the sends' answers (``_book``)."""
+        run_all(self._state.book.take_decided())
 
     def on_timer_task(self, event: Any) -> None:
         """The broker did not answer our close in time: drop the connection."""
@@ -236,11 +239,11 @@ class Events(Handler):
             self.outgoing.on_flow(link)
 
     def on_delivery(self, event: Any) -> None:
-        delivery = event.delivery
-        if delivery.link.is_sender:
-            self.outgoing.on_disposition(delivery)
+        # The event's link is wrapped already; ``delivery.link`` would wrap it again, per message.
+        if event.link.is_sender:
+            self.outgoing.on_disposition(event.delivery)
         else:
-            self.incoming.on_delivery(delivery)
+            self.incoming.on_delivery(event.delivery)
 
     # -- brokers named by the broker ----------------------------------------------------------
 

@@ -1,59 +1,89 @@
 """The thread that runs one session's proton Container, and how other threads reach it.
 
 proton's objects are not thread-safe: everything that touches the connection runs on the
-container thread. Other threads hand it work with :meth:`ContainerThread.post`, which puts an
-:class:`~proton.reactor.ApplicationEvent` carrying the call on proton's
-:class:`~proton.reactor.EventInjector` (a queue and a pipe the container's selector watches):
-the container wakes at once, no thread polls or sleeps.
+container thread. Other threads hand it work with :meth:`ContainerThread.post`, which puts the
+call in a :class:`_Mailbox`: a queue and a pipe the container's selector watches, so the
+container wakes at once and no thread polls or sleeps.
 
-proton's EventInjector never closes its pipe. Once the container has ended, :class:`_Mailbox`
-closes it, and refuses further posts under a lock: a write to a closed pipe descriptor could
-otherwise land in whatever file reused its number.
+The mailbox is the send path's hand-over, so it is built for a stream of calls rather than
+one: a byte goes down the pipe only when the queue turns from empty to non-empty, and the
+container runs every queued call at each wake-up, in order. proton's own ``EventInjector``
+writes a byte to its pipe and has the container dispatch an event through its collector for
+every call: at tens of thousands of sends a second, a system call, often a selector wake-up,
+and an event's wrapping and dispatch per message.
+
+Once the container has ended, the mailbox closes its pipe and refuses further posts under its
+lock: a write to a closed pipe descriptor could otherwise land in whatever file reused its
+number.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from proton import Handler
 from proton._reactor import GlobalOverrides, Reactor
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton.reactor import Container
 
-__all__ = ["CALL_EVENT", "ContainerThread", "PlainContainer"]
-
-_log = logging.getLogger("failover_client.amqp")
-
-CALL_EVENT = "failover_client_call"
-"""The application event type; the handler's ``on_failover_client_call`` runs the call."""
+__all__ = ["ContainerThread", "PlainContainer"]
 
 
-class _Mailbox(EventInjector):
-    """proton's event injector, closed for good once the container ended."""
+class _Mailbox:
+    """Calls for the container thread; the handler of a selectable on its pipe's read end."""
+
+    _transport = None
+    """proton's IO handler looks for a transport on every readable selectable's delegate."""
 
     def __init__(self) -> None:
-        super().__init__()
         self._lock = threading.Lock()
+        self._calls: deque[Callable[[], None]] = deque()
+        self._woken = False
+        """A wake-up byte is in the pipe and the container has not taken the queue yet."""
         self._released = False
+        self.pipe = os.pipe()
+
+    def fileno(self) -> int:
+        return self.pipe[0]
 
     def post(self, call: Callable[[], None]) -> bool:
         """Queue ``call`` for the container thread; False once the container ended."""
         with self._lock:
             if self._released:
                 return False
-            self.trigger(ApplicationEvent(CALL_EVENT, subject=call))
+            self._calls.append(call)
+            if not self._woken:
+                self._woken = True
+                # Under the lock: release() closes the descriptor under it too.
+                os.write(self.pipe[1], b"!")
             return True
 
+    def on_selectable_init(self, event: Any) -> None:
+        selectable = event.context
+        selectable.reading = True
+        selectable.update()
+
+    def on_selectable_readable(self, event: Any) -> None:
+        # The byte is read before the queue is taken: a post after the take writes a new one
+        # (so the selector fires again), a post before it is in the batch taken here.
+        os.read(self.pipe[0], 64)
+        with self._lock:
+            calls, self._calls = self._calls, deque()
+            self._woken = False
+        for call in calls:
+            call()
+
     def release(self) -> None:
-        """Refuse further posts and close the pipe (after the container ended)."""
+        """Refuse further posts, drop the calls not run, close the pipe (container ended)."""
         with self._lock:
             if self._released:
                 return
             self._released = True
+            self._calls.clear()
             for fd in self.pipe:
                 os.close(fd)
 
@@ -102,7 +132,9 @@ class ContainerThread:
             kwargs["container_id"] = container_id
         self.container = PlainContainer(handler, **kwargs)
         self._mailbox = _Mailbox()
-        self.container.selectable(self._mailbox)
+        # proton's annotation names its own two kinds; it takes any object with a fileno and
+        # the selectable callbacks, as EventInjector is one.
+        self.container.selectable(self._mailbox)  # type: ignore[arg-type]
         self._on_crash = on_crash
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.ended = threading.Event()

@@ -6,7 +6,8 @@ would otherwise take the other destinations' links (and their unsettled deliveri
 
 A message is written when its link has credit and queued in order until then: a send never
 waits for credit on the caller's thread. A confirmed send is settled by the broker's
-disposition: accepted confirms it; rejected fails it with :class:`SendRejected` (the broker's
+disposition (its answer is filed in the book and told with the others the same read brought,
+see ``_book``): accepted confirms it; rejected fails it with :class:`SendRejected` (the broker's
 condition in the message); released or modified (the broker did not take it, and says another
 try may work) sends it again, at most :data:`MAX_RESENDS` times, then fails it with
 :class:`SendRejected`. A fire-and-forget send goes pre-settled.
@@ -30,7 +31,6 @@ from typing import Any, Literal
 from proton import Connection, Delivery, Link, Sender, Terminus
 
 from failover_client._errors import ConnectionFailure, SendRejected
-from failover_client.amqp._book import Completion, run_all
 from failover_client.amqp._errors import Condition, closed_error, send_rejection
 from failover_client.amqp._state import SessionState
 
@@ -173,7 +173,7 @@ class Outgoing:
                 f"{outbound.destination} {outbound.resends + 1} times",
                 message_id=outbound.message_id,
             )
-        run_all([self._state.book.complete(outbound.token, error)])
+        self._state.book.decide(outbound.token, error)
 
     def on_link_ended(self, link: Link, condition: Condition | None) -> bool:
         """The broker ended ``link`` (or its AMQP session); False if it is not a sender of ours."""
@@ -194,7 +194,6 @@ class Outgoing:
                 )
             )
             return True
-        completions: list[Completion | None] = []
         for outbound in sender.queue:
             if outbound.token is not None:
                 error = send_rejection(
@@ -203,9 +202,8 @@ class Outgoing:
                     destination=outbound.destination,
                     message_id=outbound.message_id,
                 )
-                completions.append(self._state.book.complete(outbound.token, error))
+                self._state.book.decide(outbound.token, error)
         sender.queue.clear()
-        run_all(completions)
         return True
 
 

@@ -29,7 +29,7 @@ from failover_client.adapter import (
     SubscriptionSpec,
 )
 from failover_client.amqp._book import run_all
-from failover_client.amqp._convert import MESSAGE_ID_HEADER, to_message
+from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message
 from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
 from failover_client.amqp._sending import Outbound
@@ -216,7 +216,7 @@ class AmqpSession:
         link credit: a message without credit waits, in order, on the container thread.
         """
         state = self._state
-        encoded = to_message(body, headers).encode()
+        encoded = encode_message(body, headers)
         message_id = headers.get(MESSAGE_ID_HEADER)
         if on_confirm is None:
             outbound = Outbound(destination, encoded, None, message_id)
