@@ -36,7 +36,7 @@ from failover_client._errors import ConfigurationError, FailoverClientError
 from failover_client.adapter import Connector
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
-from ._base import TopologySink
+from ._base import SourceThread, TopologySink
 
 __all__ = [
     "ADVISORY_TOPIC",
@@ -263,9 +263,9 @@ class AdvisorySource:
         """Advisories handled so far, skipped ones included (guarded by the lock)."""
         self.skipped = 0
         """Advisories skipped as malformed or unusable."""
-        self._stop = threading.Event()
+        self._worker = SourceThread(self.name)
+        self._stop = self._worker.stopping
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         # Guarded by _lock: where the watcher is, and what its broker said.
         self._broker: BrokerAddress | None = None
         self._peers: dict[str, BrokerAddress] = {}
@@ -279,16 +279,7 @@ class AdvisorySource:
 
     def start(self, sink: TopologySink) -> None:
         """Connect the watcher and push the network as it changes, on a daemon thread."""
-        with self._lock:
-            started = self._thread is not None
-            if not started:
-                self._thread = threading.Thread(
-                    target=self._run, args=(sink,), name=f"failover-client-topology-{self.name}"
-                )
-                self._thread.daemon = True
-                self._thread.start()
-        if started:
-            raise RuntimeError(f"{self!r} was already started")
+        self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
         """Close the watcher and join the thread. Idempotent; never raises."""
@@ -298,10 +289,7 @@ class AdvisorySource:
             self._conn.close()
         except Exception:  # noqa: BLE001 - stop() must not raise; the close's bug is logged
             _log.exception("%s: closing the advisory connection failed", self.name)
-        with self._lock:
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._worker.stop()
 
     def _run(self, sink: TopologySink) -> None:
         headers = {"transformation": "jms-advisory-json"}
@@ -416,10 +404,8 @@ class AdvisorySource:
                 _log.exception("%s: %r failed to take the network", self.name, target)
 
     def __repr__(self) -> str:
+        state = self._worker.state
         with self._lock:
-            state = (
-                "new" if self._thread is None else ("stopped" if self._stop.is_set() else "running")
-            )
             broker = None if self._broker is None else self._broker.key
             return (
                 f"AdvisorySource({self.name!r}, broker={broker}, peers={len(self._peers)}, "

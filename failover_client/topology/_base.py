@@ -8,12 +8,13 @@ into the pool (seeds are never removed; ``action`` replaces, adds or ignores).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from failover_client.uri import BrokerAddress, ServerListAction
 
-__all__ = ["TopologySink", "TopologySource"]
+__all__ = ["SourceThread", "TopologySink", "TopologySource"]
 
 
 @runtime_checkable
@@ -49,3 +50,44 @@ class TopologySource(Protocol):
 
     def stop(self) -> None:
         """Stop watching and join the source's threads. Idempotent; never raises."""
+
+
+class SourceThread:
+    """The one daemon thread a topology source works on: started once, stopped and joined.
+
+    ``stopping`` is set by :meth:`stop`; the source's loop waits on it (through its clock), so
+    a stop interrupts a wait at once.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = f"failover-client-topology-{name}"
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.stopping = threading.Event()
+
+    def start(self, target: Callable[[], None], owner: object) -> None:
+        """Run ``target`` on the thread; RuntimeError naming ``owner`` if it was started."""
+        with self._lock:
+            started = self._thread is not None
+            if not started:
+                self._thread = threading.Thread(target=target, name=self._name, daemon=True)
+                self._thread.start()
+        if started:
+            raise RuntimeError(f"{owner!r} was already started")
+
+    def stop(self) -> None:
+        """Set ``stopping`` and join the thread (not from the thread itself). Idempotent."""
+        self.stopping.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    @property
+    def state(self) -> str:
+        """``new``, ``running`` or ``stopped``, for reprs."""
+        with self._lock:
+            started = self._thread is not None
+        if not started:
+            return "new"
+        return "stopped" if self.stopping.is_set() else "running"

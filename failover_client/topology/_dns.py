@@ -39,7 +39,7 @@ from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, FailoverClientError
 from failover_client.uri import SCHEMES, BrokerAddress
 
-from ._base import TopologySink
+from ._base import SourceThread, TopologySink
 
 __all__ = ["ZERO_WEIGHT", "DnsAnswer", "DnsLookupError", "DnsResolve", "DnsSource"]
 
@@ -241,9 +241,9 @@ class DnsSource:
         resolver_port = _port("resolver_port", resolver_port)
         self._resolve = resolve or _dnspython_resolve(resolver_address, resolver_port, self.timeout)
         self._clock: Clock = clock or SystemClock()
-        self._stop = threading.Event()
+        self._worker = SourceThread(self.name)
+        self._stop = self._worker.stopping
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self._last: _View | None = None
         self._failures = 0  # consecutive failed resolutions
         self._retry = self.min_interval  # the last delay after a failure
@@ -253,24 +253,11 @@ class DnsSource:
 
     def start(self, sink: TopologySink) -> None:
         """Resolve now and then by TTL, on a daemon thread."""
-        with self._lock:
-            started = self._thread is not None
-            if not started:
-                self._thread = threading.Thread(
-                    target=self._run, args=(sink,), name=f"failover-client-topology-{self.name}"
-                )
-                self._thread.daemon = True
-                self._thread.start()
-        if started:
-            raise RuntimeError(f"{self!r} was already started")
+        self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
         """Stop resolving and join the thread. Idempotent."""
-        self._stop.set()
-        with self._lock:
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._worker.stop()
 
     def _run(self, sink: TopologySink) -> None:
         while not self._stop.is_set():
@@ -412,10 +399,8 @@ class DnsSource:
         _log.log(level, "%s: skipped record %r of %s: %s", self.name, text, self.query_name, why)
 
     def __repr__(self) -> str:
+        state = self._worker.state
         with self._lock:
-            state = (
-                "new" if self._thread is None else ("stopped" if self._stop.is_set() else "running")
-            )
             brokers = 0 if self._last is None else len(self._last.brokers)
         mode = "SRV" if self.srv else f"A/AAAA port={self.port}"
         return f"DnsSource({self.query_name!r}, {mode}, brokers={brokers}, {state})"

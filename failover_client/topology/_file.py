@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError
 from failover_client.uri import BrokerAddress, ServerListAction, parse
 
-from ._base import TopologySink
+from ._base import SourceThread, TopologySink
 
 __all__ = ["FileSource", "read_broker_file"]
 
@@ -73,31 +72,17 @@ class FileSource:
         self.name = name
         self._action: ServerListAction | None = action
         self._clock: Clock = clock or SystemClock()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._worker = SourceThread(self.name)
+        self._stop = self._worker.stopping
         self._last: tuple[BrokerAddress, ...] | None = None
 
     def start(self, sink: TopologySink) -> None:
         """Read the file now and then every ``interval``, on a daemon thread."""
-        with self._lock:
-            started = self._thread is not None
-            if not started:
-                self._thread = threading.Thread(
-                    target=self._run, args=(sink,), name=f"failover-client-topology-{self.name}"
-                )
-                self._thread.daemon = True
-                self._thread.start()
-        if started:
-            raise RuntimeError(f"{self!r} was already started")
+        self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
         """Stop reading and join the thread. Idempotent."""
-        self._stop.set()
-        with self._lock:
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._worker.stop()
 
     def _run(self, sink: TopologySink) -> None:
         while not self._stop.is_set():
@@ -120,8 +105,5 @@ class FileSource:
             _log.exception("%s: the sink failed to take the list from %s", self.name, self.path)
 
     def __repr__(self) -> str:
-        with self._lock:
-            state = (
-                "new" if self._thread is None else ("stopped" if self._stop.is_set() else "running")
-            )
+        state = self._worker.state
         return f"FileSource({str(self.path)!r}, interval={self.interval:g}, {state})"
