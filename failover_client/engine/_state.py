@@ -310,8 +310,6 @@ class ConnectionState:
                 alone = len(unconfirmed) + len(slot.pending_subs) == 1
                 poison = self.sender.blame_loss(unconfirmed, cause, alone=alone)
                 refused = self.keeper.blame_loss(slot, cause, alone=alone)
-            if refused is not None:
-                events.append(refused)
             if poison is not None or refused is not None:
                 # The frames suspected with the poison one go again at once: brokers read
                 # in order, so what followed it was never read, and what preceded it was
@@ -335,7 +333,8 @@ class ConnectionState:
         if poison is not None:
             events.append(self.sender.quarantine(poison, slot.broker, cause))
             _log.error("quarantined send %s as poison: %s", poison.message_id, cause)
-        if refused is not None:
+        if refused is not None:  # after Disconnected: listeners hear the loss, then its verdict
+            events.append(refused)
             _log.error("quarantined subscription %s as poison: %s", refused.subscription_id, cause)
         for event in events:
             self.emit(event)
