@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-from failover_client import FailoverConnection, PriorityRestored, Rebalanced
+from failover_client import FailoverConnection, PriorityRestored, Rebalanced, TopologyChanged
 from failover_client.engine._pool import BrokerState
 from failover_client.engine._rebalance import Rebalancer
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
@@ -53,7 +52,7 @@ def fleet(
                 clock=clock,
                 client_id=f"client-{n}",
                 rng=random.Random(n),
-                listeners=[events],
+                listeners=[events, CHANGES.heard],
             )
             conns.append(conn)
             recorders.append(events)
@@ -79,16 +78,29 @@ def home_of(client: str, brokers: tuple[BrokerAddress, ...]) -> str:
     return str(home)
 
 
-def settle(conns: list[FailoverConnection], expected: list[str]) -> None:
-    """Wait until every client is where expected (real time, only against a hung test).
+class Changes:
+    """A condition every connection's events notify: a test waits on it, never sleeps.
 
-    The moves run on each connection's own thread; nothing to wait on says "all done", so
-    this polls the outcome, briefly.
+    A connection switches broker before it emits Connected (and Rebalanced / FailedOver), so
+    after each event the clients' positions are worth checking again.
     """
-    deadline = time.monotonic() + SAFETY
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+
+    def heard(self, event: object) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
+CHANGES = Changes()
+
+
+def settle(conns: list[FailoverConnection], expected: list[str]) -> None:
+    """Wait until every client is where expected (real time, only against a hung test)."""
+    with CHANGES.cond:
+        CHANGES.cond.wait_for(lambda: where(conns) == expected, SAFETY)
     for conn, broker in zip(conns, expected, strict=True):
-        while conn.broker != broker and time.monotonic() < deadline:
-            time.sleep(0.005)
         assert conn.broker == broker, (conn.client_id, conn.broker, broker)
 
 
@@ -172,6 +184,7 @@ def test_a_topology_source_runs_with_the_connection(tmp_path: Path) -> None:
     listing.write_text("stomp://d:61613\n")
     clock = FakeClock()
     source = FileSource(listing, interval=60.0, clock=clock)
+    events = EventRecorder()
     conn = FailoverConnection(
         (A,),
         options=FailoverOptions(rebalance=True),
@@ -179,12 +192,12 @@ def test_a_topology_source_runs_with_the_connection(tmp_path: Path) -> None:
         clock=clock,
         topology=[source],
         client_id="client-1",
+        listeners=[events],
     )
     try:
         conn.connect()  # starts the source: its first read names D
-        deadline = time.monotonic() + SAFETY
-        while D.key not in {s.key for s in conn.pool.states()} and time.monotonic() < deadline:
-            time.sleep(0.005)
+        changed = events.wait_for(TopologyChanged)
+        assert changed.added == (str(D),)
         assert D.key in {s.key for s in conn.pool.states()}
     finally:
         conn.close()  # stops and joins it
