@@ -7,6 +7,9 @@ test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence as _Sequence
+from typing import Any as _Any
+
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import (
     AllBrokersFailed,
@@ -54,6 +57,8 @@ from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverConnec
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
 from failover_client.engine._subscriptions import Message, Subscription
+from failover_client.engine._topology import TopologyFeed as _TopologyFeed
+from failover_client.engine._topology import install_uri_sources as _install_uri_sources
 from failover_client.uri import BrokerAddress, FailoverOptions, FailoverURI, parse
 
 __all__ = [
@@ -112,3 +117,14 @@ __all__ = [
     "URIError",
     "parse",
 ]
+
+
+def _uri_sources(*args: _Any, **kwargs: _Any) -> _Sequence[_TopologyFeed]:
+    # The sources (a layer above the engine) build connections of their own through this
+    # package, so they are imported when a URI first asks for one, not with the package.
+    from failover_client.topology import uri_sources  # noqa: PLC0415
+
+    return uri_sources(*args, **kwargs)
+
+
+_install_uri_sources(_uri_sources)

@@ -43,6 +43,7 @@ class Pushes:
         *,
         source: str,
         action: ServerListAction | None = None,
+        pushed: bool = False,
     ) -> None:
         keys = frozenset(a.key for a in update)
         with self.cond:

@@ -220,6 +220,7 @@ class RecordingSink:
         action: ServerListAction | None = None,
         tiers: Mapping[str, int] | None = None,
         weights: Mapping[str, float] | None = None,
+        pushed: bool = False,
     ) -> None:
         with self.cond:
             self.updates.append(

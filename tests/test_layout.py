@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "failover_client.net": 3,
     "failover_client.stomp": 4,
     "failover_client.amqp": 4,
+    "failover_client.openwire": 4,
     "failover_client.topology": 5,
     "failover_client.spark": 6,
     "failover_client.testing": 6,
@@ -62,6 +63,7 @@ FORBIDDEN = {
 FORBIDDEN |= {
     ("failover_client.stomp", "failover_client.engine"),
     ("failover_client.amqp", "failover_client.engine"),
+    ("failover_client.openwire", "failover_client.engine"),
 }
 
 # Third-party imports each part may make (standard library always allowed).
@@ -77,6 +79,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "failover_client.net": set(),
     "failover_client.stomp": {"stomp"},
     "failover_client.amqp": {"proton"},
+    "failover_client.openwire": set(),
     "failover_client.topology": {"dns"},
 }
 

@@ -113,7 +113,7 @@ def test_pushed_entries_never_downgrade_tls():
 
 
 def test_a_known_tls_discovery_stays_tls_when_pushed_plain_again():
-    pool = BrokerPool([B])
+    pool = BrokerPool([BrokerAddress("amqp", "b", 5672)])
     pool.merge([BrokerAddress("amqps", "x", 5671)], "add", source="amqp", now=0.0)
     pool.merge([BrokerAddress("amqp", "x", 5671)], "add", source="amqp", now=1.0)
     assert pool.state("x:5671").address.scheme == "amqps"

@@ -60,6 +60,7 @@ class Sink:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.updates: list[tuple[tuple[BrokerAddress, ...], str, ServerListAction | None]] = []
+        self.pushed: list[bool] = []
         self.fail = False
 
     def update_brokers(
@@ -68,9 +69,11 @@ class Sink:
         *,
         source: str,
         action: ServerListAction | None = None,
+        pushed: bool = False,
     ) -> None:
         with self.cond:
             self.updates.append((tuple(update), source, action))
+            self.pushed.append(pushed)
             self.cond.notify_all()
             if self.fail:
                 self.fail = False
@@ -274,6 +277,7 @@ def test_the_replay_is_pushed_once_as_the_whole_network(running, clock, connecto
     settled(source, clock, 2)
     assert sink.wait_for(1)
     assert sink.updates == [((A, B, C), "net", "replace")]
+    assert sink.pushed == [True]  # the brokers sent it: updateURIsSupported=false ignores it
     assert "heard=2, skipped=0, running" in repr(source)
 
 

@@ -59,6 +59,7 @@ class Sink:
         action: ServerListAction | None = None,
         tiers: Mapping[str, int] | None = None,
         weights: Mapping[str, float] | None = None,
+        pushed: bool = False,
     ) -> None:
         with self.cond:
             self.updates.append(

@@ -33,6 +33,7 @@ class Sink:
         *,
         source: str,
         action: ServerListAction | None = None,
+        pushed: bool = False,
     ) -> None:
         with self.cond:
             self.updates.append((tuple(update), source, action))

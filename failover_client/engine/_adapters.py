@@ -9,16 +9,17 @@ is told apart by what is missing: the third-party library (install the extra), t
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
-from failover_client.adapter import Connector
+from failover_client.adapter import Cancel, Connector, Session, SessionListener
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-__all__ = ["connector_for"]
+__all__ = ["ProtocolConnector", "connector_for"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,30 @@ def connector_for(
     the extra to install) or an adapter this version does not ship.
     """
     protocols = sorted({m.protocol for m in members})
+    if not protocols:
+        # failover:()?updateURIsURL=... or discovery:(...): the list says the protocol later.
+        return ProtocolConnector(
+            options, login=login, passcode=passcode, clock=clock, client_id=client_id
+        )
     if len(protocols) != 1 or protocols[0] not in _ADAPTERS:
         raise ConfigurationError(
             f"members speak {', '.join(protocols)}; a failover connection needs all members on "
             "one of: stomp (stomp://, stomp+ssl://), amqp (amqp://, amqps://)"
         )
-    protocol = protocols[0]
+    return _load(
+        protocols[0], options, login=login, passcode=passcode, clock=clock, client_id=client_id
+    )
+
+
+def _load(
+    protocol: str,
+    options: FailoverOptions,
+    *,
+    login: str | None,
+    passcode: str | None,
+    clock: Clock | None,
+    client_id: str | None,
+) -> Connector:
     adapter = _ADAPTERS[protocol]
     try:
         module = importlib.import_module(adapter.module)
@@ -76,3 +95,69 @@ def connector_for(
         "Connector",
         factory(options, login=login, passcode=passcode, clock=clock, client_id=client_id),
     )
+
+
+class ProtocolConnector:
+    """The connector of a connection that starts with no brokers (they come from a source).
+
+    The adapter is chosen by the protocol of the first broker dialled and kept: one connection
+    speaks one protocol, so a broker of another protocol is refused with ConfigurationError
+    (the pool already keeps such entries out; this is the last guard).
+    """
+
+    def __init__(
+        self,
+        options: FailoverOptions,
+        *,
+        login: str | None = None,
+        passcode: str | None = None,
+        clock: Clock | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        self._options = options
+        self._login = login
+        self._passcode = passcode
+        self._clock = clock
+        self._client_id = client_id
+        self._lock = threading.Lock()
+        self._chosen: tuple[str, Connector] | None = None
+
+    def connector(self, protocol: str) -> Connector:
+        """The adapter for ``protocol``, loaded on first use; ConfigurationError if another
+        protocol was chosen before, or the protocol has no adapter."""
+        with self._lock:
+            if self._chosen is None:
+                if protocol not in _ADAPTERS:
+                    raise ConfigurationError(f"no adapter speaks {protocol!r}")
+                self._chosen = (
+                    protocol,
+                    _load(
+                        protocol,
+                        self._options,
+                        login=self._login,
+                        passcode=self._passcode,
+                        clock=self._clock,
+                        client_id=self._client_id,
+                    ),
+                )
+            chosen, connector = self._chosen
+        if chosen != protocol:
+            raise ConfigurationError(
+                f"this connection speaks {chosen}; a {protocol} broker cannot join it"
+            )
+        return connector
+
+    def connect(
+        self,
+        address: BrokerAddress,
+        *,
+        timeout: float,
+        listener: SessionListener,
+        cancel: Cancel,
+    ) -> Session:
+        connector = self.connector(address.protocol)
+        return connector.connect(address, timeout=timeout, listener=listener, cancel=cancel)
+
+    def __repr__(self) -> str:
+        chosen = "undecided" if self._chosen is None else self._chosen[0]
+        return f"ProtocolConnector({chosen})"

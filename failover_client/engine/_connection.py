@@ -31,7 +31,6 @@ from failover_client.engine._arguments import (
     check_send,
     check_subscribe,
     check_target,
-    check_update,
 )
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
@@ -46,8 +45,15 @@ from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Subscription
+from failover_client.engine._topology import TopologyFeed, TopologyHub, uri_sources
 from failover_client.policies import policy_for_options, registered_policies
-from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction, parse
+from failover_client.uri import (
+    BrokerAddress,
+    DiscoveryAgent,
+    FailoverOptions,
+    ServerListAction,
+    parse,
+)
 
 __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 
@@ -62,14 +68,6 @@ class FailoverTarget(Protocol):
 
     @property
     def options(self) -> FailoverOptions: ...
-
-
-class TopologyFeed(Protocol):
-    """What the connection needs of a topology source (:mod:`failover_client.topology`)."""
-
-    def start(self, sink: FailoverConnection) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class FailoverConnection:
@@ -122,7 +120,7 @@ class FailoverConnection:
         topology: Iterable[TopologyFeed] = (),
     ) -> None:
         check_construction(options, client_id, listeners, tiers)
-        members, parsed_options = _resolve(target)
+        members, parsed_options, agents = _resolve(target)
         options = options or parsed_options
         if heartbeat is not None:
             options = options.replace(heartbeat=heartbeat)
@@ -146,8 +144,15 @@ class FailoverConnection:
         self._sender = self._state.sender
         self._redirects = Redirects(self._clock)
         self._tiers = tiers_for(members, options, tiers)
+        sources = (
+            *uri_sources(
+                members, options, agents, login=login, passcode=passcode, clock=self._clock
+            ),
+            *topology,
+        )
         self.pool = BrokerPool(
             members,
+            discovered=bool(sources),
             tiers=self._tiers,
             # A quarantine never outlasts the longest reconnect delay the user allowed.
             quarantine_base=min(1.0, options.max_reconnect_delay),
@@ -158,11 +163,19 @@ class FailoverConnection:
             pool=self.pool,
             policy=policy or policy_for_options(options, rng=self._rng, client_id=self._client_id),
             redirects=self._redirects,
-            rebalancer=Rebalancer(self._client_id, options.rebalance_drain_window, self._rng)
-            if options.rebalance
-            else None,
+            rebalancer=self._new_rebalancer() if options.rebalance else None,
             options=options,
             clock=self._clock,
+        )
+        self._topology = TopologyHub(
+            pool=self.pool,
+            planner=self._planner,
+            options=options,
+            now=self._clock.monotonic,
+            wake=self._state.wake,
+            emit=self._emit,
+            new_rebalancer=self._new_rebalancer,
+            sources=sources,
         )
         self._schedule: ScheduleLike = schedule or ReconnectSchedule.from_options(
             options, rng=self._rng
@@ -176,7 +189,6 @@ class FailoverConnection:
             client_id=self._client_id,
         )
         self._slots = itertools.count(1)
-        self._topology = tuple(topology)
         self._dialer = Dialer(
             connector=self._connector,
             pool=self.pool,
@@ -189,6 +201,7 @@ class FailoverConnection:
             new_slot=self._new_slot,
             events=self,
             redirects=self._redirects.take,
+            changed=self._topology.changed,
         )
         self._loop = ReconnectLoop(
             state=self._state,
@@ -219,8 +232,7 @@ class FailoverConnection:
         if starting:
             self._dispatcher.start()
             self._loop.start()
-            for source in self._topology:
-                source.start(self)
+            self._topology.start(self)
         self._clock.wait(self._loop.first_outcome, None)
         with connection.cond:
             state, error = connection.state, connection.error
@@ -237,9 +249,8 @@ class FailoverConnection:
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
         progress (also a handshake with a hung broker) is cancelled rather than awaited.
         """
-        for source in self._topology:
-            source.stop()  # never raises (the TopologySource contract)
         self._state.close()
+        self._topology.stop()
         # After the state closed: its stop event keeps the loop from starting another
         # connect; cancelling cuts the one under way.
         self._dialer.cancel()
@@ -396,22 +407,27 @@ class FailoverConnection:
         action: ServerListAction | None = None,
         tiers: Mapping[str, int] | None = None,
         weights: Mapping[str, float] | None = None,
+        pushed: bool = False,
     ) -> None:
         """Merge a broker list pushed by a topology source (see :meth:`BrokerPool.merge`).
 
         ``action`` defaults to ``options.server_list_action``; ``tiers`` / ``weights`` (by
-        broker key) place discovered brokers. Emits ``TopologyChanged``. Any thread.
+        broker key) place discovered brokers. ``pushed`` says a broker sent the list (ignored
+        under ``updateURIsSupported=false``); lists the user configured are always taken.
+        Emits ``TopologyChanged``. Any thread.
         """
-        check_update(source, action, tiers, weights)
-        chosen = action or self._options.server_list_action
-        now = self._clock.monotonic()
-        delta = self.pool.merge(
-            update, chosen, source=source, now=now, tiers=tiers, weights=weights
+        self._topology.update(
+            update, source=source, action=action, tiers=tiers, weights=weights, pushed=pushed
         )
-        if delta.changed:
-            self._state.wake.set()
-        if (event := delta.event(source)) is not None:
-            self._emit(event)
+
+    def request_rebalance(self, *, source: str) -> None:
+        """A broker asked its clients to rebalance (ActiveMQ's ``rebalanceConnection``).
+
+        Turns rendezvous placement on (if ``rebalance`` was off) and evaluates this client's
+        home at once; a move still waits for its turn in ``rebalanceDrainWindow``. Ignored under
+        ``reconnectSupported=false``. Any thread.
+        """
+        self._topology.request_rebalance(source)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -453,6 +469,9 @@ class FailoverConnection:
 
     # --- wiring ------------------------------------------------------------------------------
 
+    def _new_rebalancer(self) -> Rebalancer:
+        return Rebalancer(self._client_id, self._options.rebalance_drain_window, self._rng)
+
     def _new_slot(self, address: BrokerAddress) -> Slot:
         return Slot(next(self._slots), address)
 
@@ -468,7 +487,7 @@ class FailoverConnection:
         """A broker named others on the data connection (AMQP open frame or redirect)."""
         if not self._state.is_live(slot):
             return  # a retired or dead session no longer speaks for this connection
-        self.update_brokers(advertised.brokers, source=advertised.source)
+        self.update_brokers(advertised.brokers, source=advertised.source, pushed=True)
         if not (advertised.redirect and advertised.brokers):
             return
         slot.redirected = True
@@ -481,12 +500,11 @@ class FailoverConnection:
 
 def _resolve(
     target: str | FailoverTarget | Sequence[BrokerAddress],
-) -> tuple[tuple[BrokerAddress, ...], FailoverOptions]:
+) -> tuple[tuple[BrokerAddress, ...], FailoverOptions, tuple[DiscoveryAgent, ...]]:
     check_target(target)
     if isinstance(target, str):
         # Policies registered by other packages (entry points) are valid names in a URI too.
-        parsed = parse(target, policies=registered_policies())
-        return parsed.members, parsed.options
+        target = parse(target, policies=registered_policies())
     if isinstance(target, Sequence):
         members: list[BrokerAddress] = []
         for member in target:
@@ -495,5 +513,6 @@ def _resolve(
                     f"a member list must hold BrokerAddress values, got {type(member).__name__}"
                 )
             members.append(member)
-        return tuple(members), FailoverOptions()
-    return tuple(target.members), target.options
+        return tuple(members), FailoverOptions(), ()
+    agents = tuple(getattr(target, "agents", ()))
+    return tuple(target.members), target.options, agents

@@ -91,6 +91,7 @@ class Dialer:
         new_slot: Callable[[BrokerAddress], Slot],
         events: SlotEvents,
         redirects: Callable[[], BrokerAddress | None] = lambda: None,
+        changed: threading.Event | None = None,
     ) -> None:
         self._connector = connector
         self._pool = pool
@@ -103,6 +104,9 @@ class Dialer:
         self._new_slot = new_slot
         self._events = events
         self._redirects = redirects
+        # Set when the pool changes (and on close): a delay waits on it, so a broker that
+        # joined during a back-off is tried at once. Without it the delay waits on ``stop``.
+        self._changed = changed
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
         self._cancel_lock = threading.Lock()
@@ -184,6 +188,7 @@ class Dialer:
     def dial(self, *, startup: bool) -> DialOutcome:
         """Run until a broker handshakes; raises AllBrokersFailed, the fatal error, Interrupted."""
         started = self._clock.monotonic()
+        self._await_brokers()
         # The pool's size, not a plan: building a plan would advance a round-robin policy.
         brokers = max(1, len(self._pool.states()))
         run = self._schedule.start(startup=startup, brokers=brokers)
@@ -199,12 +204,14 @@ class Dialer:
                 raise AllBrokersFailed(
                     f"gave up after {run.attempts} reconnect attempt(s) ({run.unit})", causes
                 )
-            if self._stop.is_set() or (delay > 0 and self._clock.wait(self._stop, delay)):
+            if self._stop.is_set() or (delay > 0 and self._wait(delay)):
                 raise Interrupted
             if run.unit == "pass" or not remaining:
                 remaining = [a for a in self._planner() if a.key not in struck]
             tries = remaining if run.unit == "pass" else remaining[:1]
             remaining = [] if run.unit == "pass" else remaining[1:]
+            if not tries:
+                self._await_brokers()  # nobody to try (yet): an attempt, but never a spin
             for index, address in enumerate(tries):
                 if self._stop.is_set():
                     raise Interrupted
@@ -228,6 +235,33 @@ class Dialer:
                     "; ".join(f"{b}: {type(e).__name__}" for b, e in causes.items()),
                 )
                 self._emit(ReconnectWarning(run.attempts, _pairs(causes)))
+
+    def _wait(self, delay: float) -> bool:
+        """Wait out a delay; True when the connection is stopping."""
+        if self._changed is None:
+            return self._clock.wait(self._stop, delay)
+        self._changed.clear()  # the plan is made after the wait: an earlier change is in it
+        if self._stop.is_set():
+            return True
+        self._clock.wait(self._changed, delay)
+        return self._stop.is_set()
+
+    def _await_brokers(self) -> None:
+        """A pool that is empty (its brokers come from a source): wait for a list, up to one
+        connect timeout, so the schedule does not count attempts against nobody at once."""
+        if self._pool.states():
+            return
+        if self._changed is None:
+            self._clock.wait(self._stop, self._connect_timeout)
+            return
+        deadline = self._clock.monotonic() + self._connect_timeout
+        while not self._pool.states() and not self._stop.is_set():
+            left = deadline - self._clock.monotonic()
+            if left <= 0:
+                return
+            self._changed.clear()
+            if not self._pool.states():
+                self._clock.wait(self._changed, left)
 
     def _try(
         self, address: BrokerAddress, causes: dict[str, BaseException], struck: set[str]

@@ -94,6 +94,8 @@ class TopologyDelta:
     removed: tuple[BrokerAddress, ...] = ()
     retiered: tuple[BrokerAddress, ...] = ()
     """Known brokers whose tier or weight the source changed."""
+    foreign: tuple[BrokerAddress, ...] = ()
+    """Entries left out because they speak another protocol than the connection."""
 
     @property
     def changed(self) -> bool:
@@ -113,7 +115,9 @@ class BrokerPool:
 
     ``tiers`` maps ``host:port`` keys to priority tiers (missing keys get ``default_tier``).
     ``quarantine_base`` and ``quarantine_max`` bound the growing quarantine after failures;
-    ``address_map`` rewrites pushed entries (see :meth:`merge`).
+    ``address_map`` rewrites pushed entries (see :meth:`merge`). ``seeds`` may be empty only
+    when ``discovered`` says a source will fill the pool (``failover:()?updateURIsURL=...``);
+    the protocol is then the first pushed entry's.
     """
 
     def __init__(
@@ -125,8 +129,9 @@ class BrokerPool:
         quarantine_base: float = 1.0,
         quarantine_max: float = 30.0,
         address_map: AddressMap | None = None,
+        discovered: bool = False,
     ) -> None:
-        if not seeds:
+        if not seeds and not discovered:
             raise ConfigurationError("a failover connection needs at least one broker")
         if quarantine_base < 0 or quarantine_max < quarantine_base:
             raise ConfigurationError(
@@ -140,6 +145,8 @@ class BrokerPool:
         self._max = quarantine_max
         self._address_map = address_map
         self._seeds = tuple(seeds)
+        self._protocols = frozenset(s.protocol for s in seeds)
+        """The protocol of the connection; empty until the first entry of a seedless pool."""
         self._states: dict[str, BrokerState] = {}
         for seed in seeds:
             # A broker listed twice is one broker; the first spelling wins.
@@ -266,19 +273,15 @@ class BrokerPool:
         entry is first passed through the address map, then loses its options and credentials
         (a topology source must not change client behaviour; credentials come from the seeds),
         and never downgrades TLS: a known TLS broker stays TLS, and when every seed uses TLS a
-        plain entry is upgraded to its protocol's TLS scheme.
+        plain entry is upgraded to its protocol's TLS scheme. An entry of another protocol than
+        the connection's is left out (``foreign``); a pool without seeds takes the protocol of
+        its first entry.
         """
         if action == "ignore":
             return TopologyDelta()
         tiers, weights = tiers or {}, weights or {}
         with self._lock:
-            incoming: dict[str, BrokerAddress] = {}
-            advertised_as: dict[str, str] = {}  # tiers and weights name the advertised key
-            for raw in update:
-                address = self._sanitize(raw)
-                if address is not None and address.key not in incoming:
-                    incoming[address.key] = address
-                    advertised_as[address.key] = raw.key
+            incoming, advertised_as, foreign = self._incoming(update)
             added, retiered = [], []
             for key, address in incoming.items():
                 raw_key = advertised_as[key]
@@ -317,8 +320,30 @@ class BrokerPool:
                         del self._states[key]
                         removed.append(state.address)
             return TopologyDelta(
-                added=tuple(added), removed=tuple(removed), retiered=tuple(retiered)
+                added=tuple(added),
+                removed=tuple(removed),
+                retiered=tuple(retiered),
+                foreign=tuple(foreign),
             )
+
+    def _incoming(
+        self, update: Iterable[BrokerAddress]
+    ) -> tuple[dict[str, BrokerAddress], dict[str, str], list[BrokerAddress]]:
+        """The sanitized entries by key, the advertised key of each (tiers and weights name
+        that one), and the entries of another protocol. Under the lock."""
+        incoming: dict[str, BrokerAddress] = {}
+        advertised_as: dict[str, str] = {}
+        foreign: list[BrokerAddress] = []
+        for raw in update:
+            address = self._sanitize(raw)
+            if address is None:
+                continue
+            if address.protocol not in self._protocols:
+                foreign.append(address)
+            elif address.key not in incoming:
+                incoming[address.key] = address
+                advertised_as[address.key] = raw.key
+        return incoming, advertised_as, foreign
 
     def _sanitize(self, raw: BrokerAddress) -> BrokerAddress | None:
         address: BrokerAddress | None = raw
@@ -326,19 +351,22 @@ class BrokerPool:
             address = self._address_map(raw)
         if address is None:
             return None
-        template = next((s for s in self._seeds if s.protocol == address.protocol), self._seeds[0])
+        if not self._protocols:
+            self._protocols = frozenset((address.protocol,))  # the first entry decides
+        template = next((s for s in self._seeds if s.protocol == address.protocol), None)
         scheme = address.scheme
         known = self._states.get(address.key)
         if known is not None and known.address.tls and not address.tls:
             scheme = known.address.scheme
-        elif not address.tls and all(s.tls for s in self._seeds):
+        elif not address.tls and self._seeds and all(s.tls for s in self._seeds):
             scheme = _TLS_SCHEME[address.protocol]
+        # Credentials come from the seeds (or, without seeds, the connector's login).
         return BrokerAddress(
             scheme=scheme,
             host=address.host,
             port=address.port,
-            user=template.user,
-            password=template.password,
+            user=None if template is None else template.user,
+            password=None if template is None else template.password,
         )
 
     def _tier_for(self, key: str) -> int:

@@ -399,7 +399,7 @@ class AdvisorySource:
         # The watcher follows the network too, or it could not fail over past its seeds.
         for target in (self._conn, sink):
             try:
-                target.update_brokers(view, source=self.name, action="replace")
+                target.update_brokers(view, source=self.name, action="replace", pushed=True)
             except Exception:  # noqa: BLE001 - a sink's bug must not end the watching thread
                 _log.exception("%s: %r failed to take the network", self.name, target)
 

@@ -29,12 +29,18 @@ class TopologySink(Protocol):
         action: ServerListAction | None = None,
         tiers: Mapping[str, int] | None = None,
         weights: Mapping[str, float] | None = None,
+        pushed: bool = False,
     ) -> None:
         """Merge ``update`` (the source's whole current list) into the known brokers.
 
         ``tiers`` and ``weights`` map broker keys (``BrokerAddress.key``) of ``update`` to a
         priority tier (0 is best) and a relative weight (> 0), e.g. from DNS SRV records.
+        ``pushed`` says a broker sent the list (the connection ignores such lists under
+        ``updateURIsSupported=false``); a list the user configured (a file, DNS) is not pushed.
         Called on the source's own thread; it must not block for long.
+
+        A sink may also offer ``request_rebalance(*, source: str)``: sources whose brokers ask
+        clients to rebalance (ActiveMQ's ``rebalanceConnection``) call it when it is there.
         """
 
 

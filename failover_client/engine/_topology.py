@@ -1,0 +1,155 @@
+"""Where a connection's broker list changes at run time: its topology sources and their pushes.
+
+:class:`TopologyHub` owns one connection's topology sources (given in code or asked for by the
+URI: ``updateURIsURL``, ``discovery:(...)``, ``topology=...``), starts and stops them with the
+connection, and applies what they push:
+
+* a list is merged into the pool (:meth:`BrokerPool.merge`); a change wakes the reconnect loop
+  and cuts a reconnect delay short (a broker that just joined is tried at once), and is told as
+  a ``TopologyChanged`` event;
+* a list a *broker* sent (``pushed``: an AMQP ``failover-server-list``, ActiveMQ's cluster push)
+  is ignored under ``updateURIsSupported=false``; lists the user configured (a file, a URL, DNS)
+  are always taken;
+* a broker's request to rebalance (ActiveMQ's ``rebalanceConnection``) turns rendezvous placement
+  on if it was off and wakes the loop to evaluate this client's home at once; it is ignored under
+  ``reconnectSupported=false``. The move itself still waits for this client's turn in the drain
+  window: a whole cluster told to rebalance at the same instant must not reconnect at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from failover_client._clock import Clock
+from failover_client._errors import ConfigurationError
+from failover_client._events import Event
+from failover_client.engine._arguments import check_update
+from failover_client.engine._planner import Planner
+from failover_client.engine._pool import BrokerPool
+from failover_client.engine._rebalance import Rebalancer
+from failover_client.uri import BrokerAddress, DiscoveryAgent, FailoverOptions, ServerListAction
+
+if TYPE_CHECKING:
+    from failover_client.engine._connection import FailoverConnection
+
+__all__ = ["TopologyFeed", "TopologyHub", "UriSources", "install_uri_sources", "uri_sources"]
+
+_log = logging.getLogger("failover_client")
+
+
+class TopologyFeed(Protocol):
+    """What the connection needs of a topology source (:mod:`failover_client.topology`)."""
+
+    def start(self, sink: FailoverConnection) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class TopologyHub:
+    """One connection's topology sources and the rules for what they push (any thread)."""
+
+    def __init__(
+        self,
+        *,
+        pool: BrokerPool,
+        planner: Planner,
+        options: FailoverOptions,
+        now: Callable[[], float],
+        wake: threading.Event,
+        emit: Callable[[Event], None],
+        new_rebalancer: Callable[[], Rebalancer],
+        sources: Sequence[TopologyFeed],
+    ) -> None:
+        self._pool = pool
+        self._planner = planner
+        self._options = options
+        self._now = now
+        self._wake = wake
+        self._emit = emit
+        self._new_rebalancer = new_rebalancer
+        self._lock = threading.Lock()
+        self.sources = tuple(sources)
+        self.changed = threading.Event()
+        """Set when the pool changed (and when the connection closes): the dialer's delay
+        waits on it, so a broker that joins during a back-off is tried at once."""
+
+    def start(self, sink: FailoverConnection) -> None:
+        for source in self.sources:
+            source.start(sink)
+
+    def stop(self) -> None:
+        self.changed.set()  # first: a dialer waiting on it sees the connection's stop at once
+        for source in self.sources:
+            source.stop()  # never raises (the TopologySource contract)
+
+    def update(
+        self,
+        update: Iterable[BrokerAddress],
+        *,
+        source: str,
+        action: ServerListAction | None,
+        tiers: Mapping[str, int] | None,
+        weights: Mapping[str, float] | None,
+        pushed: bool,
+    ) -> None:
+        check_update(source, action, tiers, weights)
+        if pushed and not self._options.update_uris_supported:
+            _log.debug("updateURIsSupported=false: ignored the broker list from %s", source)
+            return
+        chosen = action or self._options.server_list_action
+        delta = self._pool.merge(
+            update, chosen, source=source, now=self._now(), tiers=tiers, weights=weights
+        )
+        if delta.foreign:
+            _log.warning(
+                "%s: skipped %s: another protocol than this connection's",
+                source,
+                ", ".join(str(a) for a in delta.foreign),
+            )
+        if delta.changed:
+            self.changed.set()
+            self._wake.set()
+        if (event := delta.event(source)) is not None:
+            self._emit(event)
+
+    def request_rebalance(self, source: str) -> None:
+        if not self._options.reconnect_supported:
+            _log.debug("reconnectSupported=false: ignored the rebalance request of %s", source)
+            return
+        with self._lock:
+            if self._planner.rebalancer is None:
+                _log.info("%s asked for rebalancing: placing this client by rendezvous", source)
+                self._planner.rebalancer = self._new_rebalancer()
+        self._wake.set()
+
+
+UriSources = Callable[..., Sequence[TopologyFeed]]
+"""Builds the sources a URI asks for: ``(members, options, agents, *, login, passcode, clock)``."""
+
+_uri_sources: list[UriSources] = []
+
+
+def install_uri_sources(builder: UriSources) -> None:
+    """Called once by the package's facade: the sources live in a layer above the engine."""
+    _uri_sources[:] = [builder]
+
+
+def uri_sources(
+    members: Sequence[BrokerAddress],
+    options: FailoverOptions,
+    agents: Sequence[DiscoveryAgent],
+    *,
+    login: str | None,
+    passcode: str | None,
+    clock: Clock,
+) -> tuple[TopologyFeed, ...]:
+    """The sources the URI asks for (``updateURIsURL``, ``discovery:(...)``, ``topology=``)."""
+    if not (options.update_uris_url or agents or getattr(options, "topology", ())):  # TODO-B
+        return ()
+    if not _uri_sources:
+        raise ConfigurationError("the URI asks for topology sources, but none are installed")
+    built = _uri_sources[0](members, options, agents, login=login, passcode=passcode, clock=clock)
+    return tuple(built)
