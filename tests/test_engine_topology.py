@@ -71,9 +71,7 @@ def home_of(client: str, brokers: tuple[BrokerAddress, ...]) -> BrokerAddress:
 
 def client_away_from_home() -> str:
     """A client id whose rendezvous home over (A, B) is B (the ordered plan starts on A)."""
-    return next(
-        f"client-{n}" for n in range(100) if home_of(f"client-{n}", (A, B)).key == B.key
-    )
+    return next(f"client-{n}" for n in range(100) if home_of(f"client-{n}", (A, B)).key == B.key)
 
 
 # --- pushed lists -------------------------------------------------------------------------------
@@ -226,3 +224,35 @@ def test_the_protocol_connector_keeps_the_first_protocol_it_served() -> None:
     with pytest.raises(ConfigurationError, match="speaks stomp; a amqp broker cannot join"):
         connector.connector("amqp")
     assert repr(connector) == "ProtocolConnector(stomp)"
+
+
+# --- a broker that comes back, and the tier of a learned broker ---------------------------------
+
+
+def test_a_source_naming_a_dropped_broker_again_releases_its_quarantine() -> None:
+    pool = BrokerPool([A])
+    pool.merge([A, B], "replace", source="openwire", now=0.0)
+    for n in range(4):
+        pool.record_failure(A, ConfigurationError("down"), now=float(n))
+    assert pool.state(A.key).quarantined_until is not None
+    # Still listed (the bridge is not down yet): the quarantine stands.
+    delta = pool.merge([A, B], "replace", source="openwire", now=4.0)
+    assert not delta.changed
+    assert pool.state(A.key).quarantined_until is not None
+    pool.merge([B], "replace", source="openwire", now=5.0)  # its bridges went down
+    delta = pool.merge([A, B], "replace", source="openwire", now=6.0)  # and came back up
+    assert delta.released == (A,)
+    assert delta.changed
+    state = pool.state(A.key)
+    assert (state.failures, state.quarantined_until) == (0, None)
+
+
+def test_with_priority_backup_a_learned_broker_is_a_backup_unless_named() -> None:
+    conn, _, _, _ = connection(
+        (A, B), priority_backup=True, priority_uris=(A.key, BrokerAddress("stomp", "p", 1).key)
+    )
+    conn.update_brokers([C, BrokerAddress("stomp", "p", 1)], source="openwire")
+    assert conn.pool.state(C.key).tier == 1  # a peer in the other data centre, maybe
+    assert conn.pool.state("p:1").tier == 0  # named in priorityURIs: preferred when it comes
+    assert (conn.pool.state(A.key).tier, conn.pool.state(B.key).tier) == (0, 1)
+    conn.close()

@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import get_args
+from typing import Protocol, get_args
 
 from failover_client._errors import ConfigurationError
 from failover_client.adapter import AckMode
-from failover_client.uri import FailoverOptions, ServerListAction
+from failover_client.policies import registered_policies
+from failover_client.uri import (
+    BrokerAddress,
+    DiscoveryAgent,
+    FailoverOptions,
+    ServerListAction,
+    parse,
+)
 
 __all__ = [
     "ACK_MODES",
+    "FailoverTarget",
     "body_bytes",
     "check_callable",
     "check_construction",
@@ -33,6 +41,7 @@ __all__ = [
     "check_timeout",
     "check_update",
     "refuse_zero_timeout_for_confirmed_send",
+    "resolve_target",
 ]
 
 ACK_MODES: tuple[str, ...] = get_args(AckMode)
@@ -216,3 +225,34 @@ def check_target(target: object) -> None:
         "target must be a failover URI str, a parsed FailoverURI (failover_client.uri.parse) "
         f"or a sequence of BrokerAddress; got {_kind(target)}"
     )
+
+
+class FailoverTarget(Protocol):
+    """A parsed failover URI (``failover_client.uri.FailoverURI``) or anything shaped like one."""
+
+    @property
+    def members(self) -> tuple[BrokerAddress, ...]: ...
+
+    @property
+    def options(self) -> FailoverOptions: ...
+
+
+def resolve_target(
+    target: str | FailoverTarget | Sequence[BrokerAddress],
+) -> tuple[tuple[BrokerAddress, ...], FailoverOptions, tuple[DiscoveryAgent, ...]]:
+    """Members, options and discovery agents of a target (see ``FailoverConnection``)."""
+    check_target(target)
+    if isinstance(target, str):
+        # Policies registered by other packages (entry points) are valid names in a URI too.
+        target = parse(target, policies=registered_policies())
+    if isinstance(target, Sequence):
+        members: list[BrokerAddress] = []
+        for member in target:
+            if not isinstance(member, BrokerAddress):
+                raise ConfigurationError(
+                    f"a member list must hold BrokerAddress values, got {type(member).__name__}"
+                )
+            members.append(member)
+        return tuple(members), FailoverOptions(), ()
+    agents = tuple(getattr(target, "agents", ()))
+    return tuple(target.members), target.options, agents

@@ -18,19 +18,20 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import Literal
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._errors import ConfigurationError, ConnectionClosed
+from failover_client._errors import ConnectionClosed
 from failover_client._events import Event, Listener, ListenerSet
 from failover_client.adapter import AckMode, AdvertisedBrokers, Connector, Received
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
+    FailoverTarget,
     check_callable,
     check_construction,
     check_send,
     check_subscribe,
-    check_target,
+    resolve_target,
 )
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
@@ -46,28 +47,16 @@ from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Subscription
 from failover_client.engine._topology import TopologyFeed, TopologyHub, uri_sources
-from failover_client.policies import policy_for_options, registered_policies
+from failover_client.policies import policy_for_options
 from failover_client.uri import (
     BrokerAddress,
-    DiscoveryAgent,
     FailoverOptions,
     ServerListAction,
-    parse,
 )
 
 __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 
 _numbers = itertools.count(1)
-
-
-class FailoverTarget(Protocol):
-    """A parsed failover URI (``failover_client.uri.FailoverURI``) or anything shaped like one."""
-
-    @property
-    def members(self) -> tuple[BrokerAddress, ...]: ...
-
-    @property
-    def options(self) -> FailoverOptions: ...
 
 
 class FailoverConnection:
@@ -120,7 +109,7 @@ class FailoverConnection:
         topology: Iterable[TopologyFeed] = (),
     ) -> None:
         check_construction(options, client_id, listeners, tiers)
-        members, parsed_options, agents = _resolve(target)
+        members, parsed_options, agents = resolve_target(target)
         options = options or parsed_options
         if heartbeat is not None:
             options = options.replace(heartbeat=heartbeat)
@@ -154,6 +143,9 @@ class FailoverConnection:
             members,
             discovered=bool(sources),
             tiers=self._tiers,
+            # With priority backup, only the brokers the user named are preferred: a broker a
+            # source learns (a peer in the remote data centre, too) is a backup, as in Java.
+            default_tier=1 if options.priority_backup else 0,
             # A quarantine never outlasts the longest reconnect delay the user allowed.
             quarantine_base=min(1.0, options.max_reconnect_delay),
             quarantine_max=options.max_reconnect_delay,
@@ -496,23 +488,3 @@ class FailoverConnection:
         target = self.pool.entry_for(advertised.brokers[0])
         if target is not None:
             self._redirects.offer(target)
-
-
-def _resolve(
-    target: str | FailoverTarget | Sequence[BrokerAddress],
-) -> tuple[tuple[BrokerAddress, ...], FailoverOptions, tuple[DiscoveryAgent, ...]]:
-    check_target(target)
-    if isinstance(target, str):
-        # Policies registered by other packages (entry points) are valid names in a URI too.
-        target = parse(target, policies=registered_policies())
-    if isinstance(target, Sequence):
-        members: list[BrokerAddress] = []
-        for member in target:
-            if not isinstance(member, BrokerAddress):
-                raise ConfigurationError(
-                    f"a member list must hold BrokerAddress values, got {type(member).__name__}"
-                )
-            members.append(member)
-        return tuple(members), FailoverOptions(), ()
-    agents = tuple(getattr(target, "agents", ()))
-    return tuple(target.members), target.options, agents

@@ -66,10 +66,12 @@ def tiers_for(
     names the same broker as ``broker1:61613``.
     """
     tiers: dict[str, int] = {}
-    if options.priority_backup and members:
+    if options.priority_backup and (members or options.priority_uris):
         preferred = set(options.priority_uris) or {members[0].key}
         for member in members:
             tiers[member.key] = 0 if member.key in preferred else 1
+        for key in preferred:
+            tiers.setdefault(key, 0)  # a priority broker a source will name later
     else:
         for member in members:
             tiers[member.key] = 0

@@ -94,12 +94,14 @@ class TopologyDelta:
     removed: tuple[BrokerAddress, ...] = ()
     retiered: tuple[BrokerAddress, ...] = ()
     """Known brokers whose tier or weight the source changed."""
+    released: tuple[BrokerAddress, ...] = ()
+    """Quarantined brokers a source named again after it had dropped them: back in the plan."""
     foreign: tuple[BrokerAddress, ...] = ()
     """Entries left out because they speak another protocol than the connection."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.removed or self.retiered)
+        return bool(self.added or self.removed or self.retiered or self.released)
 
     def event(self, source: str) -> TopologyChanged | None:
         """The event that tells listeners of the change (None when no broker came or went)."""
@@ -282,7 +284,7 @@ class BrokerPool:
         tiers, weights = tiers or {}, weights or {}
         with self._lock:
             incoming, advertised_as, foreign = self._incoming(update)
-            added, retiered = [], []
+            added, retiered, released = [], [], []
             for key, address in incoming.items():
                 raw_key = advertised_as[key]
                 state = self._states.get(key)
@@ -299,6 +301,11 @@ class BrokerPool:
                     added.append(address)
                     continue
                 new = replace(state, vouchers=state.vouchers | {source})
+                if source not in state.vouchers and state.quarantined_until is not None:
+                    # The source had dropped it and names it again: it came back (a restarted
+                    # broker's bridges are up). Its quarantine counted failures from before.
+                    new = replace(new, failures=0, quarantined_until=None)
+                    released.append(address)
                 if not state.seed:
                     new = replace(
                         new,
@@ -323,6 +330,7 @@ class BrokerPool:
                 added=tuple(added),
                 removed=tuple(removed),
                 retiered=tuple(retiered),
+                released=tuple(released),
                 foreign=tuple(foreign),
             )
 
