@@ -1,4 +1,4 @@
-"""Command line of the demo: ``python -m failover_client.demo [--quick] [--out PNG] ...``."""
+"""Command line of the demo: ``python -m failover_client.demo [--scenario NAME] [--out PNG]``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from ._fleet import FLEET_SIZE
 from ._harness import PROTOCOLS
 from ._run import EXIT_INTERRUPTED, DemoConfig, run_demo
-from ._scenario import full_scenario, quick_scenario
+from ._scenario import SCENARIOS
+from ._sources import SOURCES, default_source
 
 __all__ = ["build_parser", "main"]
 
@@ -21,10 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m failover_client.demo",
         description="Start local brokers (a network of ActiveMQ brokers for STOMP, "
-        "independent RabbitMQ nodes for AMQP 1.0), run a producer and a consumer through "
-        "failover connections, kill / hang / restart brokers on a script, and prove that no "
-        "confirmed message was lost. Exit code 0: nothing lost; 1: a confirmed message was "
-        "lost; 3: brokers cannot run here; 130: interrupted.",
+        "independent RabbitMQ nodes for AMQP 1.0), run a producer, a consumer and a fleet of "
+        "idle rebalancing clients through failover connections, kill / hang / restart brokers "
+        "on a script (a new broker joins: the clients learn of it from the brokers and about "
+        "1/N of the fleet moves to it), and prove that no confirmed message was lost. Exit "
+        "code 0: nothing lost; 1: a confirmed message was lost; 3: brokers cannot run here; "
+        "130: interrupted.",
     )
     parser.add_argument(
         "--protocol",
@@ -33,8 +37,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="what the clients speak: stomp (ActiveMQ brokers, the default) or amqp "
         "(RabbitMQ's AMQP 1.0; needs the amqp extra)",
     )
+    script = parser.add_mutually_exclusive_group()
+    script.add_argument(
+        "--scenario",
+        choices=tuple(SCENARIOS),
+        default="full",
+        help="full: every kind of trouble, then a fourth broker joins (about 45 s of "
+        "traffic); quick: the same, shorter (about 20 s); tiers: two local and two remote "
+        "brokers with priorityBackup + rebalance (about 30 s)",
+    )
+    script.add_argument(
+        "--quick", action="store_true", help="the short scenario (same as --scenario quick)"
+    )
     parser.add_argument(
-        "--quick", action="store_true", help="the short scenario (about 20 s of traffic)"
+        "--fleet",
+        type=int,
+        default=FLEET_SIZE,
+        help=f"idle clients with rebalance=true shown per broker (default {FLEET_SIZE}; 0: none)",
+    )
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default=None,
+        help="how clients learn of a joining broker: openwire (ActiveMQ's own cluster push), "
+        "advisory (network-bridge advisories over STOMP) or file (a broker-list file the demo "
+        f"edits: the fallback, and the only way over AMQP). Default: {default_source('stomp')} "
+        "for STOMP, file for AMQP",
     )
     parser.add_argument(
         "--out",
@@ -63,16 +91,22 @@ def _interrupt_on_term(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     styled = False if args.plain else (True if args.live else None)
-    config = DemoConfig(
-        scenario=quick_scenario() if args.quick else full_scenario(),
-        out=args.out,
-        rate=args.rate,
-        backend=args.backend,
-        styled=styled,
-        protocol=args.protocol,
-    )
+    try:
+        config = DemoConfig(
+            scenario=SCENARIOS["quick" if args.quick else args.scenario](),
+            out=args.out,
+            rate=args.rate,
+            backend=args.backend,
+            styled=styled,
+            protocol=args.protocol,
+            fleet=args.fleet,
+            source=args.source,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     # The live view and the event lines already tell every loss; the library's own warnings
     # would only scribble over the view.
     logging.getLogger("failover_client").addHandler(logging.NullHandler())

@@ -1,4 +1,7 @@
-"""The demo's two clients: a paced producer and a consumer, both on FailoverConnection."""
+"""The demo's two working clients: a paced producer and a consumer, both on FailoverConnection.
+
+(The idle fleet that shows rebalancing is in :mod:`._fleet`.)
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from failover_client import (
     HandlerError,
     Message,
     PriorityRestored,
+    Rebalanced,
     TopologyChanged,
 )
 
@@ -76,6 +80,10 @@ class ClientEvents:
             old, new = label(event.from_broker), label(event.to_broker)
             self._recorder.failover(self._client, old, new, 0.0, "priority return")
             return f"back on priority broker {new} (left {old})"
+        if isinstance(event, Rebalanced):
+            old, new = label(event.from_broker), label(event.to_broker)
+            self._recorder.failover(self._client, old, new, 0.0, "rebalance")
+            return f"rebalanced {old} -> {new} (its rendezvous home)"
         if isinstance(event, TopologyChanged):
             added = ", ".join(label(a) for a in event.added) or "-"
             return f"broker list changed ({event.source}): added {added}"

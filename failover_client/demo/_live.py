@@ -1,4 +1,9 @@
-"""The live view: a rich dashboard on a terminal, plain log lines elsewhere (CI, pipes)."""
+"""The live view: a rich dashboard on a terminal, plain log lines elsewhere (CI, pipes).
+
+Besides the producer and the consumer it shows, per broker, its tier (with priority tiers) and
+how many of the fleet's idle clients sit on it, so a join or a tier failing over can be seen
+as the clients move.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,10 @@ class BrokerRow:
     label: str
     address: str
     status: str
+    fleet: int | None = None
+    """Fleet clients on this broker now (None: the run has no fleet)."""
+    tier: str = ""
+    """``local`` / ``remote`` with priority tiers; empty without."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,8 @@ class ViewState:
     clients: tuple[ClientRow, ...]
     brokers: tuple[BrokerRow, ...]
     events: tuple[EventLine, ...]
+    note: str = ""
+    """A line under the brokers: what the fleet is and what a join should do to it."""
 
 
 class View(Protocol):
@@ -85,7 +96,9 @@ class PlainView:
             for c in state.clients
         )
         brokers = " ".join(f"{b.label}:{b.status}" for b in state.brokers)
-        self._write(f"[{state.t:6.1f} s] {state.phase}: {clients} | brokers {brokers}")
+        fleet = " ".join(f"{b.label}:{b.fleet}" for b in state.brokers if b.fleet is not None)
+        fleet = f" | fleet {fleet}" if fleet else ""
+        self._write(f"[{state.t:6.1f} s] {state.phase}: {clients} | brokers {brokers}{fleet}")
 
     def close(self) -> None:
         return None
@@ -129,16 +142,29 @@ class RichView:
             clients.add_column(column)
         for c in state.clients:
             clients.add_row(c.name, c.broker, c.state, f"{c.rate:.0f}", str(c.total))
+        tiers = any(b.tier for b in state.brokers)
+        fleet = any(b.fleet is not None for b in state.brokers)
         brokers = Table(title="brokers", title_justify="left")
-        for column in ("broker", "address", "status"):
+        columns = ["broker", "address", "status"] + (["tier"] if tiers else [])
+        for column in columns + (["fleet clients"] if fleet else []):
             brokers.add_column(column)
         colours = {"up": "green", "dead": "red", "hung": "yellow", "not started": "dim"}
         for b in state.brokers:
-            brokers.add_row(b.label, b.address, Text(b.status, style=colours.get(b.status, "")))
+            cells: list[Any] = [b.label, b.address, Text(b.status, style=colours.get(b.status, ""))]
+            if tiers:
+                cells.append(b.tier)
+            if fleet:
+                count = b.fleet or 0
+                cells.append(Text(f"{'#' * count} {count}".lstrip(), style="cyan"))
+            brokers.add_row(*cells)
         with self._lock:
             recent = self._events[-_RECENT:]
         events = Text("\n".join(format_event(e) for e in recent) or "(no events yet)")
-        return Group(progress, clients, brokers, Text("recent events", style="bold"), events)
+        parts: list[Any] = [progress, clients, brokers]
+        if state.note:
+            parts.append(Text(state.note, style="italic"))
+        parts += [Text("recent events", style="bold"), events]
+        return Group(*parts)
 
     def close(self) -> None:
         self._live.stop()

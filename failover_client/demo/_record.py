@@ -1,15 +1,21 @@
-"""What happened during a demo run, recorded from many threads and read as one snapshot."""
+"""What happened during a demo run, recorded from many threads and read as one snapshot.
+
+Besides the messages and the producer's and consumer's failovers, the recorder keeps the fleet
+(idle clients that only show where clients are placed): where each fleet client is (from its
+``Connected`` / ``Disconnected`` events), every move it made and why, when it learned of a
+broker, and what rendezvous hashing predicted for each broker that joined.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from failover_client import Clock
 
-__all__ = ["EventLine", "FailoverTime", "Mark", "Recorder", "Snapshot"]
+__all__ = ["EventLine", "FailoverTime", "Join", "Mark", "Move", "MoveKind", "Recorder", "Snapshot"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,11 @@ class EventLine:
     text: str
 
 
+MoveKind = Literal["failover", "priority return", "rebalance"]
+"""Why a client changed brokers: its broker was lost, priority backup took it back to a
+better tier, or rebalancing took it to its rendezvous home."""
+
+
 @dataclass(frozen=True)
 class FailoverTime:
     """One move of a client between brokers; ``ms`` is the outage (0 for a planned move)."""
@@ -40,7 +51,37 @@ class FailoverTime:
     from_label: str
     to_label: str
     ms: float
-    kind: Literal["failover", "priority return"]
+    kind: MoveKind
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move of a fleet client from one broker to another."""
+
+    t: float
+    client: str
+    from_label: str
+    to_label: str
+    kind: MoveKind
+
+
+@dataclass(frozen=True)
+class Join:
+    """Broker ``label`` was started at ``t``; ``homes`` is each fleet client's rendezvous home
+    with it among the brokers (the clients whose home it is should move to it)."""
+
+    t: float
+    label: str
+    homes: tuple[tuple[str, str], ...]
+
+    @property
+    def predicted(self) -> tuple[str, ...]:
+        """The fleet clients whose home the new broker became, sorted."""
+        return tuple(sorted(c for c, home in self.homes if home == self.label))
+
+    @property
+    def fleet(self) -> int:
+        return len(self.homes)
 
 
 @dataclass(frozen=True)
@@ -58,6 +99,15 @@ class Snapshot:
     events: tuple[EventLine, ...]
     marks: tuple[Mark, ...]
     failovers: tuple[FailoverTime, ...]
+    positions: tuple[tuple[float, str, str], ...] = ()
+    """(time, fleet client, broker label or ``-`` when on none) per change of place."""
+    moves: tuple[Move, ...] = ()
+    """Every move of a fleet client."""
+    learned: tuple[tuple[float, str, str, str], ...] = ()
+    """(time, client, broker label, source) when a client's broker list gained that broker."""
+    joins: tuple[Join, ...] = ()
+    ended: float | None = None
+    """When the clients were about to be closed: the fleet's last positions count up to here."""
 
 
 class Recorder:
@@ -78,6 +128,12 @@ class Recorder:
         self._events: list[EventLine] = []
         self._marks: list[Mark] = []
         self._failovers: list[FailoverTime] = []
+        self._positions: list[tuple[float, str, str]] = []
+        self._where: dict[str, str] = {}
+        self._moves: list[Move] = []
+        self._learned: list[tuple[float, str, str, str]] = []
+        self._joins: list[Join] = []
+        self._ended: float | None = None
 
     def start(self) -> None:
         """Make now time zero (traffic starts)."""
@@ -123,10 +179,56 @@ class Recorder:
         from_label: str,
         to_label: str,
         ms: float,
-        kind: Literal["failover", "priority return"],
+        kind: MoveKind,
     ) -> None:
         with self._cond:
             self._failovers.append(FailoverTime(self.now(), client, from_label, to_label, ms, kind))
+
+    # --- the fleet ---------------------------------------------------------------------------
+
+    def position(self, client: str, label: str) -> None:
+        """``client`` is now on broker ``label`` (``-``: on none)."""
+        with self._cond:
+            self._positions.append((self.now(), client, label))
+            self._where[client] = label
+            self._cond.notify_all()
+
+    def wait_placed(self, wanted: Mapping[str, str], *, timeout: float) -> bool:
+        """Wait until every client in ``wanted`` is on the broker it names (a moving fleet
+        settles); True when they are, False after ``timeout`` s."""
+        deadline = self._clock.monotonic() + timeout
+        with self._cond:
+            while any(self._where.get(c) != label for c, label in wanted.items()):
+                remaining = deadline - self._clock.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def move(self, client: str, from_label: str, to_label: str, kind: MoveKind) -> Move:
+        move = Move(self.now(), client, from_label, to_label, kind)
+        with self._cond:
+            self._moves.append(move)
+        return move
+
+    def learned(self, client: str, label: str, source: str) -> int:
+        """``client`` learned of broker ``label`` from ``source``; returns how many distinct
+        clients know of it now."""
+        with self._cond:
+            self._learned.append((self.now(), client, label, source))
+            return len({c for _, c, known, _ in self._learned if known == label})
+
+    def join(self, label: str, homes: Mapping[str, str]) -> Join:
+        join = Join(self.now(), label, tuple(sorted(homes.items())))
+        with self._cond:
+            self._joins.append(join)
+        return join
+
+    def end(self) -> None:
+        """The clients are about to close: what the fleet did after this is not counted."""
+        with self._cond:
+            if self._ended is None:
+                self._ended = self.now()
 
     def wait_settled(self, ids: Iterable[str], *, quiet: float, timeout: float) -> bool:
         """Wait until every id in ``ids`` arrived, or nothing arrived for ``quiet`` s.
@@ -158,4 +260,9 @@ class Recorder:
                 tuple(self._events),
                 tuple(self._marks),
                 tuple(self._failovers),
+                tuple(self._positions),
+                tuple(self._moves),
+                tuple(self._learned),
+                tuple(self._joins),
+                self._ended,
             )

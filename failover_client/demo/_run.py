@@ -6,42 +6,37 @@ import concurrent.futures
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from failover_client import Clock, FailoverConnection, SystemClock
+from failover_client import Clock, FailoverConnection, Listener, SystemClock
 from failover_client.cli._output import render_tables
-from failover_client.testing.brokers import Broker, Cluster, ReceivedMessage
-from failover_client.uri import parse
+from failover_client.topology import TopologySource
 
 from ._clients import ClientEvents, Labeller, Producer, consumer_handler
+from ._fleet import FLEET_SIZE, FleetEvents, fleet_ids, homes
 from ._harness import (
     PROTOCOLS,
     BrokersUnavailable,
+    DemoBrokers,
     broker_ports,
     client_destination,
     describe_brokers,
+    drain_all,
     start_brokers,
 )
 from ._live import BrokerRow, ClientRow, View, ViewState, make_view
 from ._record import Recorder
 from ._scenario import Scenario, Step, label
+from ._sources import Discovery, check_source, default_source
 from ._summary import Summary, summarize, summary_tables
 from ._timeline import build_timeline, plot_timeline
+from ._uris import client_uris, tier_of
 
 __all__ = ["DemoConfig", "run_demo"]
-
-# Fast detection for a demo on loopback: 1 s heart-beats find a hung broker in about 2-3 s,
-# a 1 s handshake deadline keeps a hung broker from holding up a reconnect, and the back-off
-# stops at 1 s so a returning broker is noticed quickly.
-_OPTIONS = "randomize=false&maxReconnectDelay=1000&connectTimeout=1000"
-CLIENT_OPTIONS = f"{_OPTIONS}&heartbeat=1000"
-
-AMQP_CLIENT_OPTIONS = f"{_OPTIONS}&heartbeat=2000"
-"""Over AMQP the heart-beat is the idle timeout the client announces, and RabbitMQ's AMQP 1.0
-plugin does not keep an idle connection busy often enough for 1 s: an idle consumer was
-declared hung every 2 s. With 2 s none was, and a hung node is still found within 4 s."""
 
 SETTLE_QUIET = 1.5
 """Seconds without a delivery after which the consumer counts as caught up. Messages a network
@@ -49,6 +44,9 @@ bridge left on a broker the consumer is not on never arrive by themselves; the d
 them."""
 
 EXIT_OK, EXIT_LOST, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 3, 130
+
+_Opener = Callable[[str, str, Listener], FailoverConnection]
+"""Builds one client connection from its URI, client id and listener."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +63,11 @@ class DemoConfig:
     """Where the brokers keep their data (default: a temporary directory removed at the end)."""
     protocol: str = "stomp"
     """What the clients speak: ``stomp`` (ActiveMQ brokers) or ``amqp`` (RabbitMQ nodes)."""
+    fleet: int = FLEET_SIZE
+    """Idle clients with ``rebalance=true`` that show where clients are placed (0: none)."""
+    source: str | None = None
+    """How clients learn of a joining broker: ``openwire``, ``advisory`` or ``file`` (see
+    :mod:`._sources`); None picks the brokers' own push for STOMP, the file for AMQP."""
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
@@ -73,27 +76,13 @@ class DemoConfig:
             raise ValueError(f"protocol {self.protocol!r}: choose one of {', '.join(PROTOCOLS)}")
         if not self.destination.startswith("/queue/"):
             raise ValueError(f"destination {self.destination!r}: use a /queue/<name>")
+        if not 0 <= self.fleet <= 99:
+            raise ValueError(f"fleet must be 0..99 idle clients, got {self.fleet}")
+        check_source(self.protocol, self.topology_source)
 
-
-@dataclass
-class _Brokers:
-    """The cluster and what the scenario did to it (for resolving ``hung`` / ``dead``)."""
-
-    cluster: Cluster
-    labels: list[str]
-    known: int
-    hung: list[str] = field(default_factory=list)
-    dead: list[str] = field(default_factory=list)
-
-    def broker(self, name: str) -> Broker:
-        return self.cluster[self.labels.index(name)]
-
-    def status(self, name: str) -> str:
-        if self.labels.index(name) >= self.known and name in self.dead:
-            return "not started"
-        if name in self.hung:
-            return "hung"
-        return "dead" if name in self.dead else "up"
+    @property
+    def topology_source(self) -> str:
+        return self.source or default_source(self.protocol)
 
 
 class _Demo:
@@ -103,8 +92,10 @@ class _Demo:
         self.view: View = make_view(stream, styled=config.styled)
         self.recorder = Recorder(clock)
         self.stop = threading.Event()
-        self.brokers: _Brokers | None = None
+        self.brokers: DemoBrokers | None = None
+        self.discovery: Discovery | None = None
         self.connections: dict[str, FailoverConnection] = {}
+        self.fleet: dict[str, FailoverConnection] = {}
         self.producer: Producer | None = None
         self.phase = "starting"
         self._ticker: threading.Thread | None = None
@@ -112,7 +103,7 @@ class _Demo:
 
     # --- set-up ------------------------------------------------------------------------------
 
-    def start_brokers(self, root: Path) -> _Brokers:
+    def start_brokers(self, root: Path) -> DemoBrokers:
         config = self.config
         scenario = config.scenario
         size = scenario.total_brokers
@@ -120,17 +111,20 @@ class _Demo:
         queue = config.destination.removeprefix("/queue/")
         cluster = start_brokers(config.protocol, size, root, config.backend, queue)
         labels = [label(i) for i in range(size)]
-        brokers = _Brokers(cluster, labels, scenario.brokers)
+        brokers = DemoBrokers(cluster, labels, scenario.brokers, config.protocol)
         self.brokers = brokers
-        # The harness starts a whole cluster; brokers that join later go down until their turn.
+        # The harness starts a whole cluster; brokers that join later stop until their turn
+        # (before any client connects, so no client or peer has heard of them yet).
         for name in labels[scenario.brokers :]:
-            brokers.broker(name).kill()
+            brokers.broker(name).stop()
             brokers.dead.append(name)
         for name in labels:
             b = brokers.broker(name)
             pid = b.pid if b.running() else None
             where = f"pid {pid}" if pid else "joins later"
-            self.view.info(f"broker {name}: {b.uri(config.protocol)} ({where})")
+            tier = tier_of(scenario, name)
+            shown = f" ({tier})" if tier else ""
+            self.view.info(f"broker {name}{shown}: {b.uri(config.protocol)} ({where})")
         if config.protocol == "amqp":
             self.view.info(
                 "the nodes are independent: a message stays on the node it was sent to until "
@@ -138,59 +132,73 @@ class _Demo:
             )
         return brokers
 
-    def uri(self, order: list[str], extra: str = "") -> str:
+    def open_clients(self, labeller: Labeller, root: Path) -> None:
         assert self.brokers is not None
-        protocol = self.config.protocol
-        members = ",".join(self.brokers.broker(n).uri(protocol) for n in order)
-        options = AMQP_CLIENT_OPTIONS if protocol == "amqp" else CLIENT_OPTIONS
-        return f"failover:({members})?{options}{extra}"
-
-    def open_clients(self, labeller: Labeller) -> None:
-        assert self.brokers is not None
-        known = self.brokers.labels[: self.config.scenario.brokers]
-        # The producer prefers A (priorityBackup); the consumer starts at the other end, so
-        # messages cross the network bridges and the two clients fail over at different times.
-        producer_uri = self.uri(known, "&priorityBackup=true")
-        consumer_uri = self.uri(list(reversed(known)))
-        destination = client_destination(self.config.protocol, self.config.destination)
+        config, brokers = self.config, self.brokers
+        producer_uri, consumer_uri, fleet_uri = client_uris(brokers, config.scenario)
+        destination = client_destination(config.protocol, config.destination)
         # The brokers' own login (RabbitMQ's guest); ActiveMQ here takes anyone.
-        login, passcode = self.brokers.cluster[0].credentials or (None, None)
+        login, passcode = brokers.cluster[0].credentials or (None, None)
+        if config.scenario.added_labels():
+            self.discovery = Discovery(
+                config.topology_source,
+                brokers.cluster,
+                config.protocol,
+                known=[brokers.broker(n) for n in brokers.labels[: brokers.known]],
+                root=root,
+                clock=self.clock,
+                login=login,
+                passcode=passcode,
+            )
+            self.view.info(self.discovery.describe())
         self.recorder.start()  # time zero: the clients connect, traffic follows at once
         self.view.info(f"producer: {producer_uri}")
         self.view.info(f"consumer: {consumer_uri}")
-        consumer = FailoverConnection(
-            consumer_uri,
-            clock=self.clock,
-            client_id="demo-consumer",
-            login=login,
-            passcode=passcode,
-            listeners=[ClientEvents("consumer", self.recorder, self.view, labeller)],
-        )
-        self.connections["consumer"] = consumer
+
+        def connection(uri: str, client_id: str, listener: Listener) -> FailoverConnection:
+            sources: list[TopologySource] = []
+            if self.discovery is not None:
+                sources = self.discovery.sources(uri)
+            return FailoverConnection(
+                uri,
+                clock=self.clock,
+                client_id=client_id,
+                login=login,
+                passcode=passcode,
+                listeners=[listener],
+                topology=sources,
+            )
+
+        events = ClientEvents("consumer", self.recorder, self.view, labeller)
+        consumer = self.connections["consumer"] = connection(consumer_uri, "demo-consumer", events)
         consumer.subscribe(
-            destination,
-            consumer_handler(self.recorder, labeller),
-            ack="client-individual",
+            destination, consumer_handler(self.recorder, labeller), ack="client-individual"
         )
         consumer.connect()
-        producer = FailoverConnection(
-            producer_uri,
-            clock=self.clock,
-            client_id="demo-producer",
-            login=login,
-            passcode=passcode,
-            listeners=[ClientEvents("producer", self.recorder, self.view, labeller)],
-        )
-        self.connections["producer"] = producer
+        events = ClientEvents("producer", self.recorder, self.view, labeller)
+        producer = self.connections["producer"] = connection(producer_uri, "demo-producer", events)
         producer.connect()
         self.producer = Producer(
-            producer,
-            destination,
-            self.recorder,
-            labeller,
-            self.clock,
-            rate=self.config.rate,
+            producer, destination, self.recorder, labeller, self.clock, rate=config.rate
         )
+        self._open_fleet(fleet_uri, labeller, connection)
+
+    def _open_fleet(self, uri: str, labeller: Labeller, connection: _Opener) -> None:
+        ids = fleet_ids(self.config.fleet)
+        if not ids:
+            return
+        self.view.info(f"fleet: {len(ids)} idle clients {ids[0]}..{ids[-1]}: {uri}")
+        for client in ids:
+            listener = FleetEvents(client, self.recorder, self.view, labeller, len(ids))
+            self.fleet[client] = connection(uri, client, listener)
+        # Together: each connect waits for its handshake, and the brokers answer in parallel.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda c: c.connect(), self.fleet.values()))
+        assert self.brokers is not None
+        candidates = self.brokers.balanced_over(self.config.scenario.priority)
+        placed = Counter(homes(ids, candidates).values())
+        spread = ", ".join(f"{n} {placed.get(n, 0)}" for n in candidates)
+        self.view.info(f"fleet: their rendezvous homes: {spread}")
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -208,10 +216,16 @@ class _Demo:
             self.perform(step, labeller)
         self._wait_until(scenario.duration)
         self.phase = "settling"
+        deadline = self.clock.monotonic() + scenario.settle
         self.producer.stop()
         self.producer.join()
         confirmed = [m for _, m, _ in self.recorder.snapshot().confirmed]
         self.recorder.wait_settled(confirmed, quiet=SETTLE_QUIET, timeout=scenario.settle)
+        if self.fleet and self.brokers is not None:
+            # Moves still under way (a late join, a slow restart) finish before the count.
+            wanted = homes(self.fleet, self.brokers.balanced_over(scenario.priority))
+            left = max(0.0, deadline - self.clock.monotonic())
+            self.recorder.wait_placed(wanted, timeout=left)
         self.phase = "done"
 
     def _wait_until(self, at: float) -> None:
@@ -256,14 +270,38 @@ class _Demo:
                 self.recorder.event("scenario", f"{name} is up again (pid {broker.pid})")
             )
         elif step.action == "add":
-            broker.start()
-            brokers.dead.remove(name)
-            brokers.known += 1
-            self.recorder.mark("joined", name, step.note)
-            self.view.event(self.recorder.event("scenario", f"{name} is up (pid {broker.pid})"))
-            address = parse(broker.uri(self.config.protocol)).members
-            for connection in self.connections.values():
-                connection.update_brokers(address, source="demo", action="add")
+            self._join(name)
+
+    def _join(self, name: str) -> None:
+        """Start broker ``name`` that no client knows of yet, after saying who should move."""
+        assert self.brokers is not None
+        brokers = self.brokers
+        broker = brokers.broker(name)
+        candidates = brokers.balanced_over(self.config.scenario.priority)
+        if not self.config.scenario.priority or name in self.config.scenario.priority:
+            candidates[name] = brokers.key(name)
+        # Recorded before the start: clients may hear of the broker before start() returns.
+        predicted = self.recorder.join(name, homes(self.fleet, candidates)).predicted
+        if self.fleet:
+            stay = len(self.fleet) - len(predicted)
+            self.view.event(
+                self.recorder.event(
+                    "scenario",
+                    f"{name} will be the rendezvous home of {len(predicted)} of "
+                    f"{len(self.fleet)} fleet clients ({', '.join(predicted) or 'none'}): only "
+                    f"they should move, about 1/{len(candidates)} of the fleet; the other "
+                    f"{stay} stay put",
+                )
+            )
+        broker.start()
+        brokers.dead.remove(name)
+        brokers.known += 1
+        self.recorder.mark("joined", name, "")
+        self.view.event(self.recorder.event("scenario", f"{name} is up (pid {broker.pid})"))
+        if self.discovery is not None:
+            told = self.discovery.joined(broker)
+            text = told or f"nobody tells the clients: they learn of {name} from the brokers"
+            self.view.event(self.recorder.event("scenario", text))
 
     def _tick(self, labeller: Labeller) -> None:
         while not self.stop.is_set():
@@ -285,53 +323,66 @@ class _Demo:
             clients.append(
                 ClientRow(name, labeller(connection.broker), connection.state, rate, total)
             )
-        brokers: tuple[BrokerRow, ...] = ()
-        if self.brokers is not None:
-            brokers = tuple(
-                BrokerRow(
-                    n, self.brokers.broker(n).uri(self.config.protocol), self.brokers.status(n)
-                )
-                for n in self.brokers.labels
-            )
         return ViewState(
             snap.t,
             self.config.scenario.duration,
             self.phase,
             tuple(clients),
-            brokers,
+            self._broker_rows(labeller),
             snap.events[-10:],
+            self._note(),
+        )
+
+    def _broker_rows(self, labeller: Labeller) -> tuple[BrokerRow, ...]:
+        if self.brokers is None:
+            return ()
+        brokers, protocol = self.brokers, self.config.protocol
+        states = [(c.state, c.broker) for c in self.fleet.values()]
+        on = Counter(labeller(b) for state, b in states if state in ("connected", "switching"))
+        # Once the fleet is closed (the drain) its counts would only say nothing.
+        shown = any(state != "closed" for state, _ in states)
+        return tuple(
+            BrokerRow(
+                n,
+                brokers.broker(n).uri(protocol),
+                brokers.status(n),
+                on.get(n, 0) if shown else None,
+                tier_of(self.config.scenario, n),
+            )
+            for n in brokers.labels
+        )
+
+    def _note(self) -> str:
+        if not self.fleet:
+            return ""
+        size, priority = len(self.fleet), self.config.scenario.priority
+        if priority:
+            return (
+                f"fleet: {size} idle clients preferring {', '.join(priority)} (priorityBackup + "
+                "rebalance): balanced over the live local brokers, on the remote ones only "
+                "while no local one is up"
+            )
+        return (
+            f"fleet: {size} idle clients with rebalance=true: a broker that joins takes only the "
+            "clients whose rendezvous home it becomes, about 1/N of them; the others stay"
         )
 
     # --- results and tear-down ---------------------------------------------------------------
 
     def close_clients(self) -> None:
-        for connection in self.connections.values():
-            connection.close()
+        self.recorder.end()
+        clients = [*self.connections.values(), *self.fleet.values()]
+        # Together: each close stops its topology source too, and waits for its threads.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda c: c.close(), clients))
 
     def drain(self) -> list[str]:
         """Every message still on any broker (all brought back first), as failover ids."""
         assert self.brokers is not None
-        cluster = self.brokers.cluster
         self.phase = "draining"
         self.view.info("bringing every broker back and draining what they still hold ...")
-        cluster.heal()
-        ids: list[str] = []
-        destination, protocol = self.config.destination, self.config.protocol
-
-        def drain(broker: Broker) -> list[ReceivedMessage]:
-            # With the clients' protocol: RabbitMQ hands AMQP messages to STOMP still encoded.
-            return broker.drain(destination, timeout=10.0, idle=1.0, protocol=protocol)
-
-        # Rounds until one finds nothing: a network bridge can move a message to a broker
-        # whose drain has just finished.
-        for _ in range(4):
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(cluster)) as pool:
-                found = list(pool.map(drain, list(cluster)))
-            batch = [m.headers.get("failover-message-id", "?") for msgs in found for m in msgs]
-            ids += batch
-            if not batch:
-                break
-        return ids
+        self.brokers.cluster.heal()
+        return drain_all(self.brokers.cluster, self.config.destination, self.config.protocol)
 
     def shutdown(self, *, interrupted: bool) -> None:
         self.stop.set()
@@ -372,10 +423,10 @@ def run_demo(
             return EXIT_SETUP
         ports = broker_ports(brokers.cluster, config.protocol)
         labeller = Labeller(dict(zip(ports, brokers.labels, strict=True)))
-        demo.open_clients(labeller)
+        demo.open_clients(labeller, root)
         demo.play(labeller)
         demo.close_clients()
-        summary = summarize(demo.recorder.snapshot(), demo.drain())
+        summary = summarize(demo.recorder.snapshot(), demo.drain(), labels=brokers.labels)
         interrupted = False
     finally:
         demo.shutdown(interrupted=interrupted)
@@ -386,13 +437,17 @@ def run_demo(
 
 def _report(demo: _Demo, summary: Summary, config: DemoConfig, stdout: TextIO) -> int:
     render_tables(summary_tables(summary), stdout, styled=_styled(config, stdout))
+    for join in summary.fleet.joins if summary.fleet is not None else ():
+        stdout.write(join.describe() + "\n")
     snap = demo.recorder.snapshot()
     end = max((t for t, _, _ in snap.received), default=config.scenario.duration)
+    ended = snap.ended if snap.ended is not None else snap.t
     timeline = build_timeline(
         [(t, b) for t, _, b in snap.confirmed],
         [(t, b) for t, _, b in snap.received],
         snap.marks,
         end=max(end, config.scenario.duration),
+        fleet=[p for p in snap.positions if p[0] <= ended],
     )
     path = plot_timeline(
         timeline, config.out, title=f"failover-client demo ({config.scenario.name} scenario)"

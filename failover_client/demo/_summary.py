@@ -1,13 +1,15 @@
-"""The end-of-run numbers: sent, confirmed, received, lost, duplicates, failover times."""
+"""The end-of-run numbers: sent, confirmed, received, lost, duplicates, failover times, and
+where the fleet was at each step of the script (and who moved when a broker joined)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from failover_client.cli._output import Table
 
+from ._fleet import FleetSummary, fleet_summary
 from ._record import FailoverTime, Snapshot
 
 __all__ = ["Summary", "summarize", "summary_tables"]
@@ -25,6 +27,8 @@ class Summary:
     lost: tuple[str, ...]
     duplicates: int
     failovers: tuple[FailoverTime, ...]
+    fleet: FleetSummary | None = None
+    """The idle clients' story (None when the run had no fleet)."""
 
     @property
     def ok(self) -> bool:
@@ -32,12 +36,15 @@ class Summary:
         return not self.lost
 
 
-def summarize(snapshot: Snapshot, drained_ids: Iterable[str]) -> Summary:
+def summarize(
+    snapshot: Snapshot, drained_ids: Iterable[str], *, labels: Sequence[str] = ()
+) -> Summary:
     """Check every confirmed id against the consumer's deliveries and the final drain.
 
     A confirmed message counts as delivered when the consumer got it, or when it still sat on
     a broker at the end (found by draining every broker). Every delivery of an id after its
     first one, consumer and drain together, is a duplicate (at-least-once re-sends).
+    ``labels`` orders the brokers in the fleet's table.
     """
     drained = list(drained_ids)
     deliveries = Counter(message_id for _, message_id, _ in snapshot.received)
@@ -54,6 +61,7 @@ def summarize(snapshot: Snapshot, drained_ids: Iterable[str]) -> Summary:
         lost=lost,
         duplicates=duplicates,
         failovers=snapshot.failovers,
+        fleet=fleet_summary(snapshot, labels),
     )
 
 
@@ -64,7 +72,7 @@ def _order(message_id: str) -> tuple[str, int]:
 
 
 def summary_tables(summary: Summary) -> list[Table]:
-    """The summary and the failover times, as tables for the terminal or a log."""
+    """The summary and the failover times (then the fleet's, if any), as tables."""
     counts = Table(
         "summary",
         ("sent", "confirmed", "not confirmed", "received", "left on brokers", "lost", "duplicates"),
@@ -88,4 +96,26 @@ def summary_tables(summary: Summary) -> list[Table]:
             for f in summary.failovers
         ),
     )
-    return [counts, moves]
+    tables = [counts, moves]
+    if summary.fleet is not None:
+        tables += fleet_tables(summary.fleet)
+    return tables
+
+
+def fleet_tables(fleet: FleetSummary) -> list[Table]:
+    """Fleet clients per broker at each step, and the moves that were not failovers."""
+    where = Table(
+        f"fleet: {fleet.size} idle clients (rebalance=true) per broker",
+        ("when", "at s", *fleet.labels),
+        tuple((name, f"{t:.1f}", *(str(c) for c in counts)) for name, t, counts in fleet.rows),
+    )
+    placed = Table(
+        "fleet: rebalancing and priority moves (failovers after a loss not listed)",
+        ("at s", "client", "from", "to", "why"),
+        tuple(
+            (f"{m.t:.1f}", m.client, m.from_label, m.to_label, m.kind)
+            for m in fleet.moves
+            if m.kind != "failover"
+        ),
+    )
+    return [where, placed]
