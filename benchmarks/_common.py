@@ -54,6 +54,7 @@ def brokers(
     size: int,
     *,
     network: bool = False,
+    advertise: str = "stomp",
     label: str = "bench",
     kind: str = "activemq",
     full_jit: bool = True,
@@ -68,13 +69,15 @@ def brokers(
     directory of the brokers' directories (message stores included); default the system's
     temporary directory (a disk here); ``/dev/shm`` puts the stores in memory.
     ``extra_jvm_options`` are appended to ActiveMQ's flags (experiments with the JVM).
+    ``advertise`` (with ``network``) is the connector whose address peers advertise:
+    ``"tcp"`` (OpenWire) when Java clients must follow the brokers' push.
     """
     root = Path(tempfile.mkdtemp(prefix=f"fc-{label}-", dir=store))
     spec = ClusterSpec(
         kind,
         size,
         network=network,
-        advertise="stomp",
+        advertise=advertise,
         label=label,
         jvm_options=_jvm_options(kind, full_jit, extra_jvm_options),
     )
