@@ -81,6 +81,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "failover_client.amqp": {"proton"},
     "failover_client.openwire": set(),
     "failover_client.topology": {"dns"},
+    "failover_client.spark": {"pyspark", "pyarrow"},
 }
 
 MAX_LINES = 520

@@ -33,7 +33,7 @@ def entry_point(name: str, value: str) -> importlib.metadata.EntryPoint:
 
 
 def test_file_is_built_in_and_builds_a_source(tmp_path):
-    assert registered_topology_sources() == ["advisory", "dns", "file"]
+    assert registered_topology_sources() == ["advisory", "dns", "file", "openwire", "url"]
     source = topology_source_factory("file")(path=tmp_path / "brokers.txt", interval=5.0)
     assert isinstance(source, FileSource)
     assert isinstance(source, TopologySource)
@@ -47,9 +47,9 @@ def test_an_unknown_name_lists_the_registered_names_and_is_a_configuration_error
     assert isinstance(info.value, ConfigurationError)
     assert str(info.value) == (
         "unknown topology source 'failover_client.topology:FileSource'; "
-        "registered sources: advisory, dns, file, mine"
+        "registered sources: advisory, dns, file, mine, openwire, url"
     )
-    assert info.value.known == ("advisory", "dns", "file", "mine")
+    assert info.value.known == ("advisory", "dns", "file", "mine", "openwire", "url")
 
 
 def test_register_replace_and_unregister():
@@ -59,7 +59,7 @@ def test_register_replace_and_unregister():
         register_topology_source("mine", FileSource)
     register_topology_source("mine", FileSource, replace=True)
     unregister_topology_source("mine")
-    assert registered_topology_sources() == ["advisory", "dns", "file"]
+    assert registered_topology_sources() == ["advisory", "dns", "file", "openwire", "url"]
     with pytest.raises(TopologySourceError, match="unknown topology source 'mine'"):
         unregister_topology_source("mine")
 
@@ -76,7 +76,7 @@ def test_register_replace_and_unregister():
 def test_bad_registrations_are_refused(name, factory, message):
     with pytest.raises(ConfigurationError, match=message):
         register_topology_source(name, factory)
-    assert registered_topology_sources() == ["advisory", "dns", "file"]
+    assert registered_topology_sources() == ["advisory", "dns", "file", "openwire", "url"]
 
 
 def test_entry_points_are_listed_without_import_and_loaded_on_use():
@@ -87,7 +87,16 @@ def test_entry_points_are_listed_without_import_and_loaded_on_use():
             "odd": entry_point("odd", "failover_client.topology._file:_log"),
         }
     )
-    assert registered_topology_sources() == ["advisory", "broken", "dns", "file", "odd", "plugin"]
+    assert registered_topology_sources() == [
+        "advisory",
+        "broken",
+        "dns",
+        "file",
+        "odd",
+        "openwire",
+        "plugin",
+        "url",
+    ]
     assert topology_source_factory("plugin") is FileSource
     with pytest.raises(TopologySourceError, match=r"'broken' could not be used: .*ModuleNotFound"):
         topology_source_factory("broken")

@@ -40,6 +40,7 @@ def test_public_surface_is_pinned():
             "Form",
             "OptionSpec",
             "Pairs",
+            "SchemeMapEntries",
             "ServerListAction",
             "broker_key",
             "build",
@@ -49,6 +50,7 @@ def test_public_surface_is_pinned():
             "mask_same_length",
             "option_table_markdown",
             "parse",
+            "redact_value",
         ]
     )
 

@@ -96,6 +96,22 @@ def _value_strategy(spec: OptionSpec) -> st.SearchStrategy[str]:
         return st.lists(members(["tcp", "stomp"]), min_size=1, max_size=3).map(
             lambda ms: ",".join(f"{m.scheme}://{m.key}" for m in ms)
         )
+    if kind == "source_names":
+        return st.lists(
+            st.from_regex(r"\A[a-z][a-z0-9_.-]{0,8}\Z"), min_size=1, max_size=3, unique=True
+        ).map(",".join)
+    if kind == "port":
+        return st.integers(1, 65535).map(str)
+    if kind == "scheme_map":
+        data = sorted(s for s, (proto, _) in SCHEMES.items() if proto != "openwire")
+        entry = st.tuples(
+            st.sampled_from(["tcp", "ssl", "nio", "auto+nio"]),
+            st.sampled_from(data),
+            st.none() | st.integers(1, 65535),
+        )
+        return st.lists(entry, min_size=1, max_size=3, unique_by=lambda e: e[0]).map(
+            lambda es: ",".join(f"{a}:{b}" + ("" if p is None else f":{p}") for a, b, p in es)
+        )
     return st.text(min_size=1, max_size=10)
 
 

@@ -15,9 +15,15 @@ from ._build import build, dialect_defaults
 from ._explain import ExplainRow, explain
 from ._format import format_uri
 from ._model import Component, Dialect, FailoverURI, Form
-from ._options import AttemptUnit, ConfirmMode, FailoverOptions, ServerListAction
+from ._options import (
+    AttemptUnit,
+    ConfirmMode,
+    FailoverOptions,
+    SchemeMapEntries,
+    ServerListAction,
+)
 from ._parse import parse
-from ._redact import Pairs, mask_same_length
+from ._redact import Pairs, mask_same_length, redact_value
 from ._table import (
     ARTEMIS_POLICY_CLASSES,
     BUILTIN_POLICIES,
@@ -45,6 +51,7 @@ __all__ = [
     "Form",
     "OptionSpec",
     "Pairs",
+    "SchemeMapEntries",
     "ServerListAction",
     "broker_key",
     "build",
@@ -54,4 +61,5 @@ __all__ = [
     "mask_same_length",
     "option_table_markdown",
     "parse",
+    "redact_value",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._redact import MASK, Pairs, is_secret_key
+from ._redact import Pairs, redact_value
 
 __all__ = ["AGENT_SCHEMES", "DiscoveryAgent"]
 
@@ -69,8 +69,10 @@ class DiscoveryAgent:
 
     def __str__(self) -> str:
         """The agent as a URI, secret params redacted."""
-        query = "&".join(f"{k}={MASK if is_secret_key(k) else v}" for k, v in self.params)
-        return f"{self.scheme}:{self.location}" + (f"?{query}" if query else "")
+        query = "&".join(f"{k}={v}" for k, v in self.params)  # Pairs: secrets read ***
+        # An http:// registry's location may carry user:password@.
+        location = redact_value("location", self.location)
+        return f"{self.scheme}:{location}" + (f"?{query}" if query else "")
 
     def __repr__(self) -> str:
         return f"DiscoveryAgent({str(self)!r})"

@@ -9,7 +9,7 @@ from ._address import BrokerAddress
 from ._build import dialect_defaults
 from ._model import FailoverURI
 from ._options import FailoverOptions
-from ._redact import MASK, is_secret_key
+from ._redact import MASK, is_secret_key, redact_value
 from ._table import OPTION_TABLE, SYSTEM_LABELS, OptionSpec, spec_for
 from ._values import render
 
@@ -72,6 +72,7 @@ def explain(uri: FailoverURI) -> list[ExplainRow]:
             default = spec.default
         if spec.kind == "secret" and value:
             value = MASK
+        value = redact_value(spec.name, value)  # updateURIsURL may hold user:password@
         rows.append(
             ExplainRow(
                 "option",
@@ -182,6 +183,7 @@ def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one chec
                 "cluster reports, not only the brokers listed; set it to false to use the list",
             )
         )
+    out.extend(_topology_warnings(uri))
     out.extend(_member_warnings(uri))
     tls_given = [
         spec.name
@@ -198,6 +200,46 @@ def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one chec
         out.append(
             _warning(
                 "tls.verify", "certificate verification is off: any server certificate is accepted"
+            )
+        )
+    return out
+
+
+def _topology_warnings(uri: FailoverURI) -> list[ExplainRow]:
+    """Topology options that cannot do what they say with the rest of the URI."""
+    o = uri.options
+    out: list[ExplainRow] = []
+    listed = ",".join(o.topology)
+    if o.topology and not o.update_uris_supported:
+        out.append(
+            _warning(
+                "topology + updateURIsSupported",
+                f"updateURIsSupported=false: the broker lists that topology={listed} hears "
+                "are ignored (only updateURIsURL and discovery lists are taken)",
+            )
+        )
+    if _given(uri, "topology_openwire_port") and "openwire" not in o.topology:
+        out.append(
+            _warning(
+                "topology.openwirePort",
+                "topology.openwirePort has no effect without topology=openwire",
+            )
+        )
+    if _given(uri, "topology_scheme_map") and not (o.topology or o.update_uris_url):
+        out.append(
+            _warning(
+                "topology.schemeMap",
+                "topology.schemeMap has no effect without topology=... or updateURIsURL",
+            )
+        )
+    advertising = [name for name in o.topology if name in ("openwire", "advisory")]
+    if advertising and not o.topology_scheme_map:
+        out.append(
+            _warning(
+                "topology",
+                f"ActiveMQ advertises its brokers' OpenWire URLs (tcp://, ssl://); without "
+                f"topology.schemeMap (e.g. tcp:stomp:61613) topology={','.join(advertising)} "
+                "skips every URL that does not already speak this connection's protocol",
             )
         )
     return out

@@ -7,7 +7,7 @@ from urllib.parse import quote
 from ._address import BrokerAddress
 from ._agent import DiscoveryAgent
 from ._model import Component, FailoverURI
-from ._redact import MASK, Pairs, is_secret_key
+from ._redact import MASK, Pairs, redact_value
 
 __all__ = ["format_uri"]
 
@@ -61,7 +61,8 @@ def _member(member: BrokerAddress, *, redact: bool, top: bool) -> str:
 
 
 def _agent(agent: DiscoveryAgent, *, redact: bool, top: bool) -> str:
-    location = quote(agent.location, safe=_SAFE_LOCATION)
+    shown = redact_value("location", agent.location) if redact else agent.location
+    location = quote(shown, safe=_SAFE_LOCATION)
     return f"{agent.scheme}:{location}" + _query(agent.params, redact=redact, top=top)
 
 
@@ -73,6 +74,6 @@ def _query(pairs: tuple[tuple[str, str], ...], *, redact: bool, top: bool) -> st
     safe = _SAFE_TOP if top else _SAFE_INNER
     parts = []
     for key, value in pairs:
-        shown = MASK if redact and is_secret_key(key) else quote(value, safe=safe)
+        shown = quote(redact_value(key, value) if redact else value, safe=safe)
         parts.append(f"{quote(key, safe=safe.replace('?', ''))}={shown}")
     return "?" + "&".join(parts)

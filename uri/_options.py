@@ -11,12 +11,20 @@ The value is frozen and validated on construction; copy it with :func:`dataclass
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from failover_client._errors import OptionError
 
-__all__ = ["AttemptUnit", "ConfirmMode", "Dialect", "FailoverOptions", "ServerListAction"]
+__all__ = [
+    "AttemptUnit",
+    "ConfirmMode",
+    "Dialect",
+    "FailoverOptions",
+    "SchemeMapEntries",
+    "ServerListAction",
+]
 
 AttemptUnit = Literal["pass", "broker"]
 """What one reconnect attempt counts: a pass over the broker list, or one try of one broker."""
@@ -28,6 +36,11 @@ ServerListAction = Literal["replace", "add", "ignore"]
 ConfirmMode = Literal["auto", "receipt", "transaction"]
 """How confirmed sends are confirmed: one receipt each, or group commit in transactions."""
 """How a broker-pushed server list merges into the known brokers (seeds are never removed)."""
+SchemeMapEntries = tuple[tuple[str, str, int | None], ...]
+"""``(from scheme, to scheme, port or None)`` entries of ``topology.schemeMap``: how a broker URL
+of another protocol (an advertised OpenWire ``tcp://``) becomes one of the connection's."""
+
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 _CHOICES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -129,6 +142,13 @@ class FailoverOptions:
     weighs highest (brokers joining or leaving move only the clients they must)."""
     rebalance_drain_window: float = 2.0
     """Seconds within which a move is spread (each client waits a random part of it)."""
+    topology: tuple[str, ...] = ()
+    """Names of topology sources the connection starts with settings taken from itself
+    (``topology=openwire,advisory``); the source registry resolves them."""
+    topology_openwire_port: int = 61616
+    """The OpenWire port on the data broker's host, for the ``openwire`` source."""
+    topology_scheme_map: SchemeMapEntries = ()
+    """How broker URLs of another protocol become the connection's (:data:`SchemeMapEntries`)."""
 
     # --- TLS (verification on by default) ------------------------------------------------------
     tls_verify: bool = True
@@ -181,11 +201,38 @@ class FailoverOptions:
             raise OptionError(
                 "heartbeat must be two non-negative millisecond values", option="heartbeat"
             )
+        self._check_topology()
         for name, allowed in _CHOICES:
             value = getattr(self, name)
             if value not in allowed:
                 raise OptionError(
                     f"{name} must be one of {', '.join(allowed)}; got {value!r}", option=name
+                )
+
+    def _check_topology(self) -> None:
+        for name in self.topology:
+            if not isinstance(name, str) or not _SOURCE_NAME.fullmatch(name):
+                raise OptionError(
+                    f"topology must name sources such as openwire, got {name!r}", option="topology"
+                )
+        if len(set(self.topology)) != len(self.topology):
+            raise OptionError("topology names a source twice", option="topology")
+        port = self.topology_openwire_port
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise OptionError(
+                f"topology_openwire_port must be 1-65535, got {port!r}",
+                option="topology_openwire_port",
+            )
+        for entry in self.topology_scheme_map:
+            if (
+                not isinstance(entry, tuple)
+                or len(entry) != 3
+                or not all(isinstance(s, str) and s for s in entry[:2])
+                or not (entry[2] is None or (type(entry[2]) is int and 0 < entry[2] < 65536))
+            ):
+                raise OptionError(
+                    f"topology_scheme_map entries are (from, to, port or None), got {entry!r}",
+                    option="topology_scheme_map",
                 )
 
     def source_of(self, name: str) -> str | None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MASK", "Pairs", "is_secret_key", "mask_same_length", "redact_pairs"]
+__all__ = [
+    "MASK",
+    "Pairs",
+    "is_secret_key",
+    "mask_same_length",
+    "redact_pairs",
+    "redact_value",
+]
 
 MASK = "***"
 
@@ -50,9 +57,21 @@ def is_secret_key(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
+def redact_value(name: str, value: str) -> str:
+    """``value`` of option ``name`` as it may be shown: ``***`` for a secret option, else the
+    value with the secrets of a URL inside it starred out (``updateURIsURL=https://u:p@h/x``
+    carries a password that no option name announces)."""
+    if is_secret_key(name):
+        return MASK
+    if "@" not in value and "=" not in value:
+        return value  # the common case: nothing a URL could hide a secret in
+    masked = _USERINFO.sub(lambda m: m.group(1) + MASK + m.group(3), value)
+    return _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, masked)
+
+
 def redact_pairs(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """``pairs`` with every secret value replaced by ``***``."""
-    return tuple((k, MASK if is_secret_key(k) else v) for k, v in pairs)
+    """``pairs`` with every secret value replaced by ``***`` (see :func:`redact_value`)."""
+    return tuple((k, redact_value(k, v)) for k, v in pairs)
 
 
 def mask_same_length(text: str) -> str:
@@ -76,7 +95,8 @@ class Pairs(tuple[tuple[str, str], ...]):
     """Query pairs as written, with every secret value shown as ``***``.
 
     ``query`` and ``params`` are handed around, printed and logged; a secret must only come out
-    of an accessor that says so. Iterating, indexing, ``repr()`` and ``dict()`` see ``***``;
+    of an accessor that says so. Iterating, indexing, ``repr()`` and ``dict()`` see ``***`` (for
+    a secret option, and for a password inside a URL value: :func:`redact_value`);
     :meth:`secret` and :meth:`reveal` return the clear values (for connecting and for
     :func:`format_uri`). Equality and hashing use the clear values, so two URIs that differ only
     in a password are different values.

@@ -51,6 +51,9 @@ ValueKind = Literal[
     "text",
     "secret",
     "uri_list",
+    "source_names",
+    "port",
+    "scheme_map",
 ]
 
 BUILTIN_POLICIES: tuple[str, ...] = (
@@ -190,7 +193,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _c("reconnectSupported", ("reconnect_supported",), "bool", "true",
        "Obey a broker's request to reconnect elsewhere (rebalanceClusterClients)."),
     _c("updateURIsURL", ("update_uris_url",), "text", "",
-       "File or URL read for extra broker URIs (comma-separated) before each reconnect."),
+       "File, file: or http(s) URL listing extra broker URIs (comma- or newline-separated), "
+       "re-read every 30 s and before each reconnect."),
     _c("rebalanceUpdateURIs", ("rebalance_update_uris",), "bool", "true",
        "Rebalance the connection when the updateURIsURL list changes."),
     _c("trackTransactionProducers", (), "bool", "true",
@@ -311,6 +315,16 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "Moves are spread over this window: each client waits a random part of it (ms)."),
     _f("clientId", ("client_id",), "text", "",
        "Stable client id for rendezvous-hash placement; empty: a random id per connection."),
+    _f("topology", ("topology",), "source_names", "",
+       "Comma-separated topology sources that take their settings from the connection: "
+       "openwire (ActiveMQ Classic's cluster push, heard over an OpenWire control channel), "
+       "advisory (ActiveMQ Classic's network-bridge advisories, over STOMP)."),
+    _f("topology.openwirePort", ("topology_openwire_port",), "port", "61616",
+       "Port of the OpenWire listener on the data broker's host (topology=openwire)."),
+    _f("topology.schemeMap", ("topology_scheme_map",), "scheme_map", "",
+       "How broker URLs of another protocol (advertised by topology sources, or listed in "
+       "updateURIsURL) become this connection's: from:to[:port],... e.g. "
+       "tcp:stomp:61613,ssl:stomp+ssl:61612."),
     _f("tls.caFile", ("tls_ca_file",), "text", "",
        "PEM file of CA certificates that verify the brokers; empty: system trust store."),
     _f("tls.certFile", ("tls_cert_file",), "text", "", "PEM client certificate (mutual TLS)."),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Collection
 
+from ._address import SCHEMES
+from ._options import SchemeMapEntries
 from ._redact import MASK
 from ._table import ARTEMIS_POLICY_CLASSES, OptionSpec
 
@@ -135,6 +138,64 @@ def _text(text: str) -> str:
     return text
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*")
+
+
+def _source_names(text: str) -> tuple[str, ...]:
+    """``openwire,advisory``: topology-source names, each once (the registry checks them)."""
+    names: list[str] = []
+    offset = 0
+    for name in text.split(","):
+        if not _NAME.fullmatch(name):
+            raise BadValue(
+                f"expected a topology-source name such as openwire, got {name!r}", offset
+            )
+        if name in names:
+            raise BadValue(f"topology source {name!r} is named twice", offset)
+        names.append(name)
+        offset += len(name) + 1
+    return tuple(names)
+
+
+def _port(text: str) -> int:
+    value = _int(text)
+    if not 0 < value < 65536:
+        raise BadValue(f"expected a port 1-65535, got {text!r}")
+    return value
+
+
+def _scheme_map(text: str) -> SchemeMapEntries:
+    """``tcp:stomp:61613,ssl:stomp+ssl``: advertised scheme -> (this connection's scheme, port)."""
+    entries: list[tuple[str, str, int | None]] = []
+    offset = 0
+    # A query's '+' was decoded as a space; only a scheme (stomp+ssl) holds one here.
+    for entry in text.replace(" ", "+").split(","):
+        parts = entry.split(":")
+        if len(parts) not in (2, 3):
+            raise BadValue(
+                f"expected from:to[:port] such as tcp:stomp:61613, got {entry!r}", offset
+            )
+        source, target = parts[0].lower(), parts[1].lower()
+        if not _SCHEME.fullmatch(source):
+            raise BadValue(f"{parts[0]!r} is not a URL scheme", offset)
+        if any(source == seen for seen, _, _ in entries):
+            raise BadValue(f"scheme {source!r} is mapped twice", offset)
+        at = offset + len(parts[0]) + 1
+        if target not in SCHEMES or SCHEMES[target][0] == "openwire":
+            known = ", ".join(s for s, (proto, _) in SCHEMES.items() if proto != "openwire")
+            raise BadValue(f"{parts[1]!r} is not a STOMP or AMQP scheme ({known})", at)
+        port: int | None = None
+        if len(parts) == 3:
+            try:
+                port = _port(parts[2])
+            except BadValue as exc:
+                raise BadValue(exc.message, at + len(parts[1]) + 1) from None
+        entries.append((source, target, port))
+        offset += len(entry) + 1
+    return tuple(entries)
+
+
 _CONVERTERS: dict[str, Callable[[str], object]] = {
     "bool": _bool,
     "ms": _ms,
@@ -151,6 +212,9 @@ _CONVERTERS: dict[str, Callable[[str], object]] = {
     "confirm_mode": _one_of(("auto", "receipt", "transaction")),
     "text": _text,
     "secret": _text,
+    "source_names": _source_names,
+    "port": _port,
+    "scheme_map": _scheme_map,
 }
 
 
@@ -198,8 +262,13 @@ def render(spec: OptionSpec, value: object) -> str:  # noqa: PLR0911
         return value.upper() if spec.system == "qpid" else value
     if kind == "secret":
         return MASK
-    if kind == "uri_list" and isinstance(value, tuple):
+    if kind in ("uri_list", "source_names") and isinstance(value, tuple):
         return ",".join(str(v) for v in value)
+    if kind == "scheme_map" and isinstance(value, tuple):
+        return ",".join(
+            f"{source}:{target}" + ("" if port is None else f":{port}")
+            for source, target, port in value
+        )
     if kind == "policy" and value == "":
         return ""
     return str(value)

@@ -147,7 +147,7 @@ def uri_sources(
     clock: Clock,
 ) -> tuple[TopologyFeed, ...]:
     """The sources the URI asks for (``updateURIsURL``, ``discovery:(...)``, ``topology=``)."""
-    if not (options.update_uris_url or agents or getattr(options, "topology", ())):  # TODO-B
+    if not (options.update_uris_url or agents or options.topology):
         return ()
     if not _uri_sources:
         raise ConfigurationError("the URI asks for topology sources, but none are installed")

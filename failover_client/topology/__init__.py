@@ -2,7 +2,7 @@
 
 A :class:`TopologySource` pushes broker lists into a :class:`TopologySink` (a
 :class:`~failover_client.FailoverConnection` is one). Sources are found by name through a
-registry (built in: ``file``, ``dns`` and ``advisory``; more through the
+registry (built in: ``file``, ``url``, ``dns``, ``advisory`` and ``openwire``; more through the
 ``failover_client.topology_sources`` entry-point group or :func:`register_topology_source`),
 never through an import path::
 
@@ -12,6 +12,9 @@ never through an import path::
     source.stop()
 
     dns = topology_source_factory("dns")(name="_stomp._tcp.example.com")  # SRV records
+
+    # ActiveMQ's updateURIsURL: a list at a path or URL, re-read on an interval and on reconnect
+    url = topology_source_factory("url")(url="https://config.example.com/brokers.txt")
 
     # An ActiveMQ Classic network of brokers, from its bridge advisories (OpenWire URLs mapped):
     network = topology_source_factory("advisory")(uri, scheme_map={"tcp": ("stomp", 61613)})
@@ -31,7 +34,9 @@ from ._advisory import (
 )
 from ._base import TopologySink, TopologySource
 from ._dns import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsResolve, DnsSource
-from ._file import FileSource, read_broker_file
+from ._file import FileSource, SchemeRewrite, parse_broker_list, read_broker_file
+from ._from_uri import URI_SOURCE_NAME, uri_sources
+from ._openwire import OpenWireSource
 from ._registry import (
     ENTRY_POINT_GROUP,
     TopologySourceError,
@@ -41,11 +46,14 @@ from ._registry import (
     topology_source_factory,
     unregister_topology_source,
 )
+from ._url import DEFAULT_MAX_BYTES, UrlReadError, UrlSource
 
 __all__ = [
     "ADVISORY_TOPIC",
+    "DEFAULT_MAX_BYTES",
     "ENTRY_POINT_GROUP",
     "MAX_ADVISORY_BODY",
+    "URI_SOURCE_NAME",
     "ZERO_WEIGHT",
     "AdvisoryError",
     "AdvisorySource",
@@ -55,16 +63,22 @@ __all__ = [
     "DnsResolve",
     "DnsSource",
     "FileSource",
+    "OpenWireSource",
     "SchemeMap",
+    "SchemeRewrite",
     "TopologySink",
     "TopologySource",
     "TopologySourceError",
     "TopologySourceFactory",
+    "UrlReadError",
+    "UrlSource",
     "map_broker_url",
     "parse_advisory",
+    "parse_broker_list",
     "read_broker_file",
     "register_topology_source",
     "registered_topology_sources",
     "topology_source_factory",
     "unregister_topology_source",
+    "uri_sources",
 ]

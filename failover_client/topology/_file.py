@@ -1,16 +1,20 @@
 """The ``file`` topology source: a list of broker URIs in a file, re-read on an interval.
 
-One URI per line (``stomp://a:61613``, or a ``failover:(...)`` list); blank lines and ``#``
-comments are skipped. The file is the whole list each time: a broker whose line is removed
-leaves the list (a seed from the connection's URI stays; the sink decides). A bad line is
-logged with its line number and skipped, so one typo does not drop the rest; a file that
-cannot be read keeps the last list. The sink hears a list only when it changed.
+The list format (:func:`parse_broker_list`, shared with the ``url`` source): broker URIs
+(``stomp://a:61613``, or a ``failover:(...)`` list) separated by newlines and/or commas, as
+ActiveMQ's ``updateURIsURL`` files are one comma-separated line; blank entries and ``#``
+comments are skipped. The file is the whole list each time: a broker whose entry is removed
+leaves the list (a seed from the connection's URI stays; the sink decides). A bad entry is
+logged with its line (and column, on a line of several) and skipped, so one typo does not drop
+the rest; a file that cannot be read keeps the last list. The sink hears a list only when it
+changed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from failover_client._clock import Clock, SystemClock
@@ -19,31 +23,72 @@ from failover_client.uri import BrokerAddress, ServerListAction, parse
 
 from ._base import SourceThread, TopologySink
 
-__all__ = ["FileSource", "read_broker_file"]
+__all__ = ["FileSource", "SchemeRewrite", "parse_broker_list", "read_broker_file"]
 
 _log = logging.getLogger("failover_client.topology")
 
 
+SchemeRewrite = Mapping[str, tuple[str, int | None]]
+"""Entries of another protocol rewritten: ``{"tcp": ("stomp", 61613)}`` turns an OpenWire
+``tcp://a:61616`` into ``stomp://a:61613`` (port None keeps the entry's own)."""
+
+
+def _entries(line: str) -> Iterator[tuple[int, str]]:
+    """``(column, entry)`` for each comma-separated entry of ``line``; a comma inside
+    ``failover:(...)`` parentheses belongs to that entry."""
+    depth, start = 0, 0
+    for index, char in enumerate(f"{line},"):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            entry = line[start:index]
+            stripped = entry.strip()
+            if stripped:
+                yield start + len(entry) - len(entry.lstrip()) + 1, stripped
+            start = index + 1
+
+
+def _rewrite(member: BrokerAddress, scheme_map: SchemeRewrite | None) -> BrokerAddress:
+    if scheme_map is None or member.scheme not in scheme_map:
+        return member
+    scheme, port = scheme_map[member.scheme]
+    # The entry's parameters configure its own protocol's clients, not this connection's.
+    return BrokerAddress(scheme, member.host, member.port if port is None else port)
+
+
+def parse_broker_list(
+    text: str, origin: str, *, scheme_map: SchemeRewrite | None = None
+) -> tuple[BrokerAddress, ...]:
+    """The brokers a list names, in order, without duplicates; bad entries are logged.
+
+    ``text`` holds broker URIs separated by newlines and/or commas, ``#`` comments and blank
+    entries; ``origin`` (a path or a redacted URL) starts each log line about a bad entry.
+    """
+    brokers: dict[str, BrokerAddress] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        entries = list(_entries(raw.split("#", 1)[0]))
+        for column, entry in entries:
+            try:
+                members = parse(entry).members
+            except ConfigurationError as exc:
+                # The error text carries the redacted URI and the position; never the password.
+                where = f" entry at column {column}" if len(entries) > 1 else ""
+                _log.warning("%s:%d: skipped%s, not a broker URI: %s", origin, number, where, exc)
+                continue
+            for member in members:
+                address = _rewrite(member, scheme_map)
+                brokers.setdefault(str(address), address)
+    return tuple(brokers.values())
+
+
 def read_broker_file(path: Path) -> tuple[BrokerAddress, ...]:
-    """The brokers listed in ``path``, in order, without duplicates; bad lines are logged.
+    """The brokers listed in ``path`` (:func:`parse_broker_list`); bad entries are logged.
 
     Raises :class:`OSError` when the file cannot be read.
     """
-    text = path.read_text(encoding="utf-8")
-    brokers: dict[str, BrokerAddress] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        try:
-            members = parse(line).members
-        except ConfigurationError as exc:
-            # The error text carries the redacted URI and the position; never the password.
-            _log.warning("%s:%d: skipped, not a broker URI: %s", path, number, exc)
-            continue
-        for member in members:
-            brokers.setdefault(str(member), member)
-    return tuple(brokers.values())
+    return parse_broker_list(path.read_text(encoding="utf-8"), str(path))
 
 
 class FileSource:

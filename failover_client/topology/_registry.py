@@ -19,6 +19,8 @@ from ._advisory import AdvisorySource
 from ._base import TopologySource
 from ._dns import DnsSource
 from ._file import FileSource
+from ._openwire import OpenWireSource
+from ._url import UrlSource
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -59,7 +61,13 @@ class TopologySourceError(ConfigurationError):
 
 
 _BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType(
-    {"advisory": AdvisorySource, "dns": DnsSource, "file": FileSource}
+    {
+        "advisory": AdvisorySource,
+        "dns": DnsSource,
+        "file": FileSource,
+        "openwire": OpenWireSource,
+        "url": UrlSource,
+    }
 )
 
 
