@@ -41,6 +41,8 @@ BENCHMARKS: dict[str, tuple[str, bool, list[str]]] = {
     "chaos": ("bench_chaos.py", True, ["--quick"]),
     "poison": ("bench_poison.py", True, ["--quick"]),
     "amqp": ("bench_amqp.py", True, ["--quick"]),
+    "rebalance": ("bench_rebalance.py", True, ["--quick"]),
+    "topology": ("bench_topology.py", True, ["--rounds", "2", "--idle", "5", "--watchers", "5"]),
 }
 TIMEOUT = {"quick": 900.0, "full": 3600.0}
 
