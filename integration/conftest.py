@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from failover_client.testing.pytest_plugin import FIXTURES
+from failover_client.testing.spark_fixtures import *  # noqa: F403 - Spark fixtures for test_spark_*
 
 # The name pytest gives the plugin that the package's pytest11 entry point registers.
 _ENTRY_POINT = "failover_client"

@@ -122,16 +122,25 @@ def _check_join(output: str, source: str) -> None:
     predicted = [] if match.group(4) == "none" else match.group(4).split(", ")
     assert predicted == expected  # the demo's prediction is the library's hashing
     assert moved == expected  # ... and exactly those moved to D
-    assert match.group(5) == "0", output  # nobody else moved after the join
     assert len(moved) < FLEET  # only part of the fleet
     # A move after the join to another broker is only allowed as a client's return to its
     # own home (one the restart before the join set off): checked against the hashing here.
     returning = re.search(
         r"still returning to their own homes from an earlier step \((.*?)\);", output
     )
+    homing = set()
     for move in returning.group(1).split(", ") if returning else ():
         client, _, _, to = move.split()
         assert to == _home(client, brokers) != "D", move
+        homing.add(client)
+    # Nobody else moved after the join, but for a client on its way home in two steps (on a
+    # loaded machine a restarted broker can come back as late as the join: the client first
+    # goes to the best broker already live again, then home).
+    others = re.search(r"\d+ other moves: (.*?);", output)
+    if match.group(5) != "0":
+        assert others is not None, output
+        for move in others.group(1).split(", "):
+            assert move.split()[0] in homing, (move, output)
     rows = _fleet_rows(output)
     assert rows["before join D"]["D"] == 0
     # The new broker got its clients, and they stayed there to the end.

@@ -1,0 +1,154 @@
+"""Rows to messages: body, destination, headers and a deterministic id per row.
+
+The id is what makes at-least-once bearable: a row sent twice (a retried task, a replayed
+batch, a fail-over that re-sends an unconfirmed message) carries the same id every time, so a
+consumer, or the broker itself (Artemis ``_AMQ_DUPL_ID``), can drop the copy. It is the user's
+id column when there is one; otherwise ``<prefix>-<row index>``, where the prefix names the
+query, batch and partition (see ``_task``) and the index counts the partition's rows in the
+order Spark hands them over, which a retry or replay of the same input repeats.
+
+Two inputs, one result: Spark rows (tuples, for PySpark's row writers and ``foreachPartition``)
+and Arrow record batches (the Arrow writers), read column by column. Pure: no Spark, no
+pyarrow import (a record batch is used through the two methods below), no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from failover_client import FailoverClientError
+from failover_client.spark._layout import RowLayout
+from failover_client.spark._options import ARTEMIS_DUPLICATE_HEADER, SinkOptions
+
+__all__ = ["ColumnBatch", "MessageShape", "Outgoing", "PartitionMessages", "RowError"]
+
+
+class RowError(FailoverClientError, ValueError):
+    """A row that cannot become a message (a null destination or id). Fails the task."""
+
+
+class Outgoing(NamedTuple):
+    """One message, ready for ``FailoverConnection.send_async``."""
+
+    destination: str
+    body: bytes | str
+    headers: dict[str, str]
+    message_id: str
+
+
+class _Column(Protocol):
+    def to_pylist(self) -> list[Any]: ...
+
+
+class ColumnBatch(Protocol):
+    """What the Arrow writers receive (``pyarrow.RecordBatch``), as far as we use it."""
+
+    @property
+    def num_rows(self) -> int: ...
+
+    def column(self, i: int) -> _Column: ...
+
+
+@dataclass(frozen=True)
+class MessageShape:
+    """Everything needed to make messages from rows; built on the driver, pickled to tasks."""
+
+    layout: RowLayout
+    destination: str | None
+    destination_column: str | None
+    message_id_column: str | None
+    persistent: bool
+    duplicate_header: str | None
+
+    @classmethod
+    def of(cls, options: SinkOptions, layout: RowLayout) -> MessageShape:
+        return cls(
+            layout=layout,
+            destination=options.destination,
+            destination_column=options.destination_column,
+            message_id_column=options.message_id_column,
+            persistent=options.persistent,
+            duplicate_header=(
+                ARTEMIS_DUPLICATE_HEADER if options.duplicate_detection == "artemis" else None
+            ),
+        )
+
+
+class PartitionMessages:
+    """Turns one partition's input into messages, numbering its rows for generated ids.
+
+    ``prefix`` is the id prefix of this partition (query, batch, partition); ``count`` is the
+    number of rows turned into messages so far.
+    """
+
+    def __init__(self, shape: MessageShape, prefix: str) -> None:
+        self._shape = shape
+        self._prefix = prefix
+        self._base = {"persistent": "false"} if not shape.persistent else {}
+        self.count = 0
+
+    def from_rows(self, rows: Iterable[Sequence[Any]]) -> Iterator[Outgoing]:
+        """Messages from Spark rows (tuples in schema order)."""
+        layout = self._shape.layout
+        for row in rows:
+            yield self._message(
+                row[layout.body],
+                None if layout.destination is None else row[layout.destination],
+                None if layout.headers is None else row[layout.headers],
+                None if layout.message_id is None else row[layout.message_id],
+            )
+
+    def from_batches(self, batches: Iterable[ColumnBatch]) -> Iterator[Outgoing]:
+        """Messages from Arrow record batches, one column converted at a time."""
+        layout = self._shape.layout
+        for batch in batches:
+            rows = batch.num_rows
+            nothing: list[Any] = [None] * rows
+            bodies = batch.column(layout.body).to_pylist()
+            destinations = _column(batch, layout.destination, nothing)
+            headers = _column(batch, layout.headers, nothing)
+            ids = _column(batch, layout.message_id, nothing)
+            for values in zip(bodies, destinations, headers, ids, strict=True):
+                yield self._message(*values)
+
+    def _message(self, body: Any, destination: Any, headers: Any, user_id: Any) -> Outgoing:
+        index = self.count
+        self.count = index + 1
+        shape = self._shape
+        if user_id is not None:
+            message_id = str(user_id)
+        elif shape.message_id_column is not None:
+            raise RowError(
+                f"row {index} of the partition has no message id "
+                f"(column {shape.message_id_column!r} is null)"
+            )
+        else:
+            message_id = f"{self._prefix}-{index}"
+        target = shape.destination if shape.destination is not None else destination
+        if not target:
+            raise RowError(
+                f"row {index} of the partition (id {message_id}) has no destination "
+                f"(column {shape.destination_column!r} is null or empty)"
+            )
+        merged = dict(self._base)
+        if headers:
+            # The row path gives a dict, the Arrow path a list of (key, value) pairs.
+            pairs = headers.items() if isinstance(headers, dict) else headers
+            merged.update((str(k), str(v)) for k, v in pairs if v is not None)
+        if shape.duplicate_header is not None:
+            merged[shape.duplicate_header] = message_id
+        return Outgoing(target, _body(body), merged, message_id)
+
+
+def _column(batch: ColumnBatch, at: int | None, nothing: list[Any]) -> list[Any]:
+    return nothing if at is None else batch.column(at).to_pylist()
+
+
+def _body(value: Any) -> bytes | str:
+    if value is None:
+        return b""
+    if isinstance(value, (str, bytes)):
+        return value
+    return bytes(value)  # bytearray / memoryview from the row path

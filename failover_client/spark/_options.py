@@ -1,0 +1,413 @@
+"""The data source's options: one table, parsed and validated when a query starts.
+
+Spark hands a Python data source its options with lower-cased keys and every value a string
+(``.option("confirmWindow", 100)`` arrives as ``{"confirmwindow": "100"}``). This module turns
+that map into a frozen :class:`SinkOptions` or :class:`SourceOptions`, or raises one
+:class:`SparkOptionError` that names the option (in its documented spelling) and what would be
+valid: an unknown key lists the nearest and all valid names, a bad value the accepted values,
+and a bad failover URI carries the URI parser's positioned message. It runs on the driver when
+the query starts (``writer()`` / ``streamWriter()``), so a mistake fails the query there, in a
+few lines, before a task or a connection exists.
+
+Pure: no Spark, no I/O. Column *types* are checked against the DataFrame's schema elsewhere
+(``_layout``), because only ``writer(schema, ...)`` knows the schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from failover_client import ConfigurationError, URIError
+from failover_client.uri import parse
+
+__all__ = [
+    "ARTEMIS_DUPLICATE_HEADER",
+    "OPTIONS",
+    "SPARK_OWN_OPTIONS",
+    "DuplicateDetection",
+    "OptionInfo",
+    "SinkOptions",
+    "SourceOptions",
+    "SparkOptionError",
+    "sink_options",
+    "source_options",
+]
+
+Role = Literal["sink", "source"]
+DuplicateDetection = Literal["none", "artemis"]
+
+ARTEMIS_DUPLICATE_HEADER = "_AMQ_DUPL_ID"
+"""The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it)."""
+
+
+class SparkOptionError(ConfigurationError):
+    """A data source option is missing, unknown or has a value outside its valid set.
+
+    ``option`` is the documented spelling (``bodyColumn``), or None when the problem is a
+    combination of options.
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        self.option = option
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """One row of the option table: its spelling, who reads it, the values it takes."""
+
+    name: str
+    roles: frozenset[Role]
+    values: str
+    help: str
+
+    @property
+    def key(self) -> str:
+        """The key as Spark delivers it (lower case)."""
+        return self.name.lower()
+
+
+_SINK: frozenset[Role] = frozenset({"sink"})
+_SOURCE: frozenset[Role] = frozenset({"source"})
+_BOTH: frozenset[Role] = _SINK | _SOURCE
+
+
+def _info(name: str, roles: frozenset[Role], values: str, help_text: str) -> OptionInfo:
+    return OptionInfo(name, roles, values, help_text)
+
+
+OPTIONS: tuple[OptionInfo, ...] = (
+    _info("uri", _BOTH, "a failover URI", "the brokers and failover options"),
+    _info(
+        "destination",
+        _BOTH,
+        "a destination such as /queue/orders (source: several, comma-separated)",
+        "where rows go (sink) / what is consumed (source)",
+    ),
+    _info(
+        "destinationColumn",
+        _SINK,
+        "a string column",
+        "the column naming each row's destination (instead of destination)",
+    ),
+    _info("bodyColumn", _SINK, "a string or binary column", "the message body (default: value)"),
+    _info("headersColumn", _SINK, "a map<string,string> column", "headers / properties"),
+    _info(
+        "messageIdColumn",
+        _SINK,
+        "a string or integer column",
+        "each row's message id (default: query, batch, partition and row index)",
+    ),
+    _info("persistent", _SINK, "true or false", "persistent (durable) messages (default true)"),
+    _info(
+        "confirmWindow",
+        _SINK,
+        "a positive integer",
+        "confirmations outstanding per task (default: the URI's confirmWindow)",
+    ),
+    _info(
+        "duplicateDetection",
+        _SINK,
+        "none or artemis",
+        f"artemis: also put the id in {ARTEMIS_DUPLICATE_HEADER} (default none)",
+    ),
+    _info(
+        "commitMarkers",
+        _SINK,
+        "true or false",
+        "write a marker per committed batch under checkpointLocation (default true)",
+    ),
+    _info(
+        "commitDestination",
+        _SINK,
+        "a destination",
+        "send a summary message per committed batch there (default: none)",
+    ),
+    _info("selector", _SOURCE, "a selector expression", "broker-side message filter"),
+    _info(
+        "maxMessagesPerBatch",
+        _SOURCE,
+        "a positive integer",
+        "the most messages one micro-batch takes (default 10000)",
+    ),
+    _info(
+        "receiveTimeout",
+        _SOURCE,
+        "seconds (a positive number, or with an ms / s suffix)",
+        "how long a batch waits for its first message (default 1 s)",
+    ),
+    _info("bodyAsString", _SOURCE, "true or false", "add the body as a string column"),
+)
+
+SPARK_OWN_OPTIONS = frozenset({"checkpointlocation", "path"})
+"""Keys Spark itself passes to a data source (``checkpointLocation``; ``path`` from
+``save(path)`` / ``start(path)``, taken as the destination)."""
+
+_BY_KEY = {info.key: info for info in OPTIONS}
+
+DEFAULT_BODY_COLUMN = "value"
+DEFAULT_MAX_MESSAGES = 10_000
+DEFAULT_RECEIVE_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """The sink's options, validated. Picklable: writers carry it to the executors.
+
+    ``uri`` is the text the user gave (it may hold a password): it is left out of ``repr``,
+    which shows the redacted form instead.
+    """
+
+    uri: str = field(repr=False)
+    destination: str | None = None
+    destination_column: str | None = None
+    body_column: str = DEFAULT_BODY_COLUMN
+    headers_column: str | None = None
+    message_id_column: str | None = None
+    persistent: bool = True
+    confirm_window: int | None = None
+    duplicate_detection: DuplicateDetection = "none"
+    commit_markers: bool = True
+    commit_destination: str | None = None
+    checkpoint_location: str | None = None
+
+    @property
+    def redacted_uri(self) -> str:
+        return str(parse(self.uri))
+
+    def connection_key(self) -> tuple[str, int | None]:
+        """What a pooled connection is shared by (tasks with equal keys share one)."""
+        return (self.uri, self.confirm_window)
+
+    def __repr__(self) -> str:
+        shown = {
+            "destination": self.destination,
+            "destination_column": self.destination_column,
+            "body_column": self.body_column,
+            "headers_column": self.headers_column,
+            "message_id_column": self.message_id_column,
+            "persistent": self.persistent,
+            "confirm_window": self.confirm_window,
+            "duplicate_detection": self.duplicate_detection,
+        }
+        inner = ", ".join(f"{k}={v!r}" for k, v in shown.items() if v is not None)
+        return f"SinkOptions(uri={self.redacted_uri!r}, {inner})"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The source's options, validated (the URI is redacted in ``repr`` as for the sink)."""
+
+    uri: str = field(repr=False)
+    destinations: tuple[str, ...] = ()
+    selector: str | None = None
+    max_messages_per_batch: int = DEFAULT_MAX_MESSAGES
+    receive_timeout: float = DEFAULT_RECEIVE_TIMEOUT
+    body_as_string: bool = False
+    checkpoint_location: str | None = None
+
+    @property
+    def redacted_uri(self) -> str:
+        return str(parse(self.uri))
+
+    def __repr__(self) -> str:
+        return (
+            f"SourceOptions(uri={self.redacted_uri!r}, destinations={self.destinations!r}, "
+            f"selector={self.selector!r}, max_messages_per_batch={self.max_messages_per_batch}, "
+            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string})"
+        )
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A problem found by a helper; the public functions add the role and re-raise."""
+
+    def __init__(self, message: str, option: str | None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    """Validate the options of ``df.write`` / ``df.writeStream`` (keys in any case)."""
+    try:
+        return _sink(_checked_keys(raw, "sink"))
+    except _Invalid as exc:
+        raise SparkOptionError(f"failover sink: {exc}", option=exc.option) from None
+
+
+def source_options(raw: Mapping[str, str]) -> SourceOptions:
+    """Validate the options of ``spark.readStream`` (keys in any case)."""
+    try:
+        return _source(_checked_keys(raw, "source"))
+    except _Invalid as exc:
+        raise SparkOptionError(f"failover source: {exc}", option=exc.option) from None
+
+
+def _sink(given: Mapping[str, str]) -> SinkOptions:
+    uri = _uri(given)
+    destination = given.get("destination")
+    if destination is None and given.get("path"):
+        destination = given["path"]
+    column = given.get("destinationcolumn")
+    if destination is not None and column is not None:
+        raise _Invalid("give destination or destinationColumn, not both", None)
+    if destination is None and column is None:
+        raise _Invalid(
+            "option destination (or destinationColumn) is required: where should rows go?",
+            "destination",
+        )
+    window = given.get("confirmwindow")
+    return SinkOptions(
+        uri=uri,
+        destination=None if destination is None else _destination("destination", destination),
+        destination_column=None if column is None else _column("destinationColumn", column),
+        body_column=_column("bodyColumn", given.get("bodycolumn", DEFAULT_BODY_COLUMN)),
+        headers_column=_optional(given, "headersColumn", _column),
+        message_id_column=_optional(given, "messageIdColumn", _column),
+        persistent=_bool("persistent", given.get("persistent", "true")),
+        confirm_window=None if window is None else _positive_int("confirmWindow", window),
+        duplicate_detection=_duplicate_detection(given.get("duplicatedetection", "none")),
+        commit_markers=_bool("commitMarkers", given.get("commitmarkers", "true")),
+        commit_destination=_optional(given, "commitDestination", _destination),
+        checkpoint_location=given.get("checkpointlocation") or None,
+    )
+
+
+def _source(given: Mapping[str, str]) -> SourceOptions:
+    uri = _uri(given)
+    text = given.get("destination") or given.get("path")
+    if text is None:
+        raise _Invalid(
+            "option destination is required: which queue(s) or topic(s) to consume?",
+            "destination",
+        )
+    destinations = tuple(_destination("destination", d) for d in text.split(","))
+    selector = given.get("selector")
+    if selector is not None and not selector.strip():
+        raise _Invalid("option selector is empty; leave it out to take every message", "selector")
+    return SourceOptions(
+        uri=uri,
+        destinations=destinations,
+        selector=selector,
+        max_messages_per_batch=_positive_int(
+            "maxMessagesPerBatch", given.get("maxmessagesperbatch", str(DEFAULT_MAX_MESSAGES))
+        ),
+        receive_timeout=_seconds(
+            "receiveTimeout", given.get("receivetimeout", str(DEFAULT_RECEIVE_TIMEOUT))
+        ),
+        body_as_string=_bool("bodyAsString", given.get("bodyasstring", "false")),
+        checkpoint_location=given.get("checkpointlocation") or None,
+    )
+
+
+def _checked_keys(raw: Mapping[str, str], role: Role) -> dict[str, str]:
+    """The options with lower-case keys, once every key is known and meant for ``role``."""
+    given = {str(k).lower(): str(v) for k, v in raw.items()}
+    mine = [info.name for info in OPTIONS if role in info.roles]
+    for key in given:
+        if key in SPARK_OWN_OPTIONS:
+            continue
+        info = _BY_KEY.get(key)
+        if info is None:
+            near = difflib.get_close_matches(key, [n.lower() for n in mine], n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(_BY_KEY[n].name for n in near)}?)" if near else ""
+            raise SparkOptionError(
+                f"failover {role}: unknown option {key!r}{hint}; valid options: {', '.join(mine)}",
+                option=key,
+            )
+        if role not in info.roles:
+            other = "readStream" if role == "sink" else "write / writeStream"
+            raise SparkOptionError(
+                f"failover {role}: option {info.name} belongs to {other}; "
+                f"valid options here: {', '.join(mine)}",
+                option=info.name,
+            )
+    return given
+
+
+def _uri(given: Mapping[str, str]) -> str:
+    text = given.get("uri")
+    if text is None or not text.strip():
+        raise _Invalid(
+            "option uri is required, e.g. failover:(stomp://host1:61613,stomp://host2:61613)",
+            "uri",
+        )
+    try:
+        parse(text)
+    except URIError as exc:
+        # The parser's message is positioned and redacted: it is the useful part.
+        raise _Invalid(f"option uri: {exc}", "uri") from exc
+    return text
+
+
+def _optional(given: Mapping[str, str], name: str, check: Callable[[str, str], str]) -> str | None:
+    value = given.get(name.lower())
+    return None if value is None else check(name, value)
+
+
+def _column(name: str, value: str) -> str:
+    if not value.strip():
+        raise _Invalid(f"option {name}: a column name is required, got ''", name)
+    return value
+
+
+def _destination(name: str, value: str) -> str:
+    text = value.strip()
+    if not text or any(c in text for c in "\r\n\0"):
+        raise _Invalid(
+            f"option {name}: {value!r} is not a destination; valid: a name such as "
+            "/queue/orders or /topic/prices",
+            name,
+        )
+    return text
+
+
+def _bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise _Invalid(f"option {name}: {value!r}; valid values: true, false", name)
+    return lowered == "true"
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise _Invalid(f"option {name}: {value!r}; valid values: a positive integer", name)
+    return number
+
+
+def _seconds(name: str, value: str) -> float:
+    text = value.strip().lower()
+    scale = 1.0
+    if text.endswith("ms"):
+        text, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        text = text[:-1]
+    try:
+        seconds = float(text) * scale
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise _Invalid(
+            f"option {name}: {value!r}; valid values: seconds > 0 such as 1.5, 500ms or 2s", name
+        )
+    return seconds
+
+
+def _duplicate_detection(value: str) -> DuplicateDetection:
+    lowered = value.strip().lower()
+    if lowered == "none":
+        return "none"
+    if lowered == "artemis":
+        return "artemis"
+    raise _Invalid(
+        f"option duplicateDetection: {value!r}; valid values: none, artemis", "duplicateDetection"
+    )
