@@ -3,7 +3,8 @@
 Spark calls ``writer()`` / ``streamWriter()`` on the driver when a query starts (in a Python
 worker of the driver), so options and columns are validated there: a mistake fails the query
 at once with a :class:`SparkOptionError` that names the option. The writer returned carries
-only plain values; connections are made on the executors.
+only plain values; connections are made on the executors. ``schema()`` / ``streamReader()``
+serve the source (:mod:`._source`): ``schema()`` checks every source option at ``load()``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from failover_client.spark._options import SparkOptionError
+from failover_client.spark._source import source_schema, stream_reader
 from failover_client.spark._writer import FailoverBatchWriter, WritePlan, stream_writer
 
 __all__ = ["FORMAT", "FailoverDataSource", "register"]
@@ -28,7 +35,8 @@ class FailoverDataSource(DataSource):
 
     Sink: ``df.write`` and ``df.writeStream``; every row becomes one message, confirmed by a
     broker before its task ends (at-least-once; a re-sent row carries the same message id).
-    The options are listed in :data:`failover_client.spark.OPTIONS`.
+    Source: ``spark.readStream``; one row per message, acknowledged only after Spark committed
+    its batch. The options are listed in :data:`failover_client.spark.OPTIONS`.
     """
 
     @classmethod
@@ -47,6 +55,12 @@ class FailoverDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the complete output mode: every batch sends the whole result again.
         return stream_writer(_plan(self.options, schema))
+
+    def schema(self) -> StructType:
+        return source_schema(self.options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return stream_reader(self.options, schema)
 
 
 def _plan(options: Mapping[str, str], schema: StructType) -> WritePlan:

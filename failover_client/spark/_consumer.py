@@ -1,0 +1,206 @@
+"""The source's consumer on the driver: subscriptions with client acks, and a buffer.
+
+One ``FailoverConnection`` subscribes to every destination with ``client-individual``
+acknowledgement, so a message stays the broker's responsibility until the source acknowledges
+it, after Spark committed the batch that holds it. The broker's prefetch bounds what is
+delivered and not yet acknowledged (ActiveMQ ``activemq.prefetchSize``, RabbitMQ
+``prefetch-count``; an AMQP link's credit is the connector's ``prefetch``), and so the buffer.
+After a fail-over the connection restores the subscriptions on the next broker; what the lost
+broker had delivered and not seen acknowledged comes again from it later, marked redelivered,
+and the ledger recognises it by id.
+
+The connection lives only here, in the driver's long-lived offsets process: readers are
+pickled and built elsewhere (the planner, the executors), and none of them may consume.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from failover_client import (
+    Clock,
+    Event,
+    FailoverConnection,
+    GaveUp,
+    Message,
+    Subscription,
+    SubscriptionFailed,
+    SystemClock,
+)
+from failover_client.spark._options import SourceOptions
+from failover_client.spark._spool import SpooledMessage
+
+__all__ = ["PER_DELIVERY_HEADERS", "Consumer", "open_connection", "spooled"]
+
+log = logging.getLogger("failover_client.spark")
+
+PER_DELIVERY_HEADERS = frozenset({"ack", "subscription", "content-length"})
+"""STOMP headers that describe one delivery, not the message: left out of ``headers``."""
+
+SUBSCRIBE_WAIT = 10.0
+"""How long the first batch waits for a broker to confirm the subscriptions (a refusal, such
+as a bad selector, fails the query; silence only delays it: the connection keeps trying)."""
+
+_SECONDS_BEFORE = 10**11
+"""A ``timestamp`` below this is in seconds (RabbitMQ), else milliseconds (ActiveMQ, Artemis)."""
+
+
+def open_connection(options: SourceOptions) -> FailoverConnection:
+    """A (not yet connected) connection for the source's URI."""
+    return FailoverConnection(options.uri)
+
+
+def prefetch(options: SourceOptions) -> int:
+    """Deliveries the broker may have outstanding: a full batch buffered while one runs."""
+    return 2 * options.max_messages_per_batch
+
+
+class Consumer:
+    """Subscriptions on one failover connection, and the deliveries not yet taken.
+
+    ``connection_factory`` builds the connection (tests pass one on a fake connector);
+    ``clock`` times the waits in :meth:`take`.
+    """
+
+    def __init__(
+        self,
+        options: SourceOptions,
+        *,
+        connection_factory: Callable[[SourceOptions], FailoverConnection] = open_connection,
+        clock: Clock | None = None,
+    ) -> None:
+        self._options = options
+        self._clock = clock or SystemClock()
+        self._lock = threading.Lock()
+        self._buffer: collections.deque[Message] = collections.deque()
+        self._arrived = threading.Event()
+        self._fatal: BaseException | None = None
+        self._connection = connection_factory(options)
+        self._connection.add_listener(self._on_event)
+        self._subscriptions: list[Subscription] = []
+
+    def start(self) -> None:
+        """Subscribe, connect, and wait (a while) for the brokers to confirm the subscriptions.
+
+        Raises what the connection raises when every broker failed (per the URI's
+        ``startupMaxReconnectAttempts`` / ``maxReconnectAttempts``) and
+        :class:`~failover_client.SubscriptionRefused` for a subscription a broker refused.
+        """
+        headers = {
+            "activemq.prefetchSize": str(prefetch(self._options)),
+            "prefetch-count": str(prefetch(self._options)),
+        }
+        if self._options.selector is not None:
+            headers["selector"] = self._options.selector
+        for destination in self._options.destinations:
+            # Subscribed before connect: nothing the broker delivers at once is missed.
+            subscription = self._connection.subscribe(
+                destination, self._arrive, ack="client-individual", headers=headers
+            )
+            self._subscriptions.append(subscription)
+        self._connection.connect()
+        for subscription in self._subscriptions:
+            try:
+                subscription.wait_active(SUBSCRIBE_WAIT)
+            except TimeoutError:
+                log.warning(
+                    "failover source: no broker confirmed the subscription to %s within %.0f s; "
+                    "starting anyway (it is restored on the broker the connection reaches)",
+                    subscription.destination,
+                    SUBSCRIBE_WAIT,
+                )
+
+    def _arrive(self, message: Message) -> None:
+        # Dispatch thread: keep it short, the next delivery waits behind it.
+        with self._lock:
+            self._buffer.append(message)
+            self._arrived.set()
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, GaveUp | SubscriptionFailed):
+            with self._lock:
+                if self._fatal is None:
+                    self._fatal = event.error
+            self._arrived.set()
+
+    def take(self, limit: int | None, timeout: float) -> list[Message]:
+        """Up to ``limit`` deliveries (all buffered for None), waiting ``timeout`` for the first.
+
+        Raises the connection's error once it gave up, or a subscription's refusal.
+        """
+        deadline = self._clock.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._fatal is not None:
+                    raise self._fatal
+                if self._buffer:
+                    count = len(self._buffer) if limit is None else min(limit, len(self._buffer))
+                    taken = [self._buffer.popleft() for _ in range(count)]
+                    if not self._buffer:
+                        self._arrived.clear()
+                    return taken
+                self._arrived.clear()
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0 or not self._clock.wait(self._arrived, remaining):
+                return []
+
+    def buffered(self) -> int:
+        with self._lock:
+            return len(self._buffer)
+
+    @property
+    def connection(self) -> FailoverConnection:
+        return self._connection
+
+    def close(self) -> None:
+        """Close the connection; what it delivered and nobody acknowledged is redelivered."""
+        self._connection.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Consumer({', '.join(self._options.destinations)}, buffered={self.buffered()}, "
+            f"connection={self._connection!r})"
+        )
+
+
+def spooled(messages: Sequence[Message]) -> list[SpooledMessage]:
+    """What the spool keeps of deliveries: the messages, not the deliveries' bookkeeping."""
+    # The session is the engine's slot; its broker is the redacted member address, worked
+    # out once per slot here (the slots stay referenced by the messages meanwhile).
+    brokers: dict[int, str | None] = {}
+    rows = []
+    for message in messages:
+        session = message.session
+        broker = brokers.get(id(session), "")
+        if broker == "":
+            named = getattr(session, "broker", None)
+            broker = brokers[id(session)] = None if named is None else str(named)
+        headers = {k: v for k, v in message.headers.items() if k not in PER_DELIVERY_HEADERS}
+        rows.append(
+            SpooledMessage(
+                body=message.body,
+                headers=headers,
+                destination=message.destination,
+                message_id=message.message_id,
+                timestamp_ms=timestamp_ms(headers.get("timestamp")),
+                redelivered=message.redelivered,
+                broker=broker,
+            )
+        )
+    return rows
+
+
+def timestamp_ms(text: str | None) -> int | None:
+    """The broker's ``timestamp`` header in milliseconds since the epoch (None if absent)."""
+    if not text:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    if value <= 0:
+        return None
+    return value * 1000 if value < _SECONDS_BEFORE else value
