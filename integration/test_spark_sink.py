@@ -26,11 +26,10 @@ from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from failover_client import MESSAGE_ID_HEADER
-from failover_client.spark import FORMAT, MARKER_DIRECTORY, foreach_batch_sink, register
+from failover_client.spark import FORMAT, MARKER_DIRECTORY, foreach_batch_sink
 from failover_client.testing.brokers import Cluster, ReceivedMessage, allocate_ports
 from failover_client.testing.spark import (
     NullOnFirstAttempt,
-    SparkSessions,
     Tripwire,
 )
 
@@ -46,17 +45,10 @@ WAIT = 240.0
 # --- fixtures -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["local", "standalone"])
-def spark(request: pytest.FixtureRequest, spark_sessions: SparkSessions) -> SparkSession:
-    """One session per deployment for the module; the failover data source registered."""
-    if request.param == "local":
-        session = spark_sessions.local()
-    else:
-        cluster = request.getfixturevalue("spark_standalone")
-        session = cluster.session(spark_sessions)
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    return session
+@pytest.fixture(scope="module")
+def spark(spark_each: SparkSession) -> SparkSession:
+    """Local mode, then the standalone cluster (``spark_each``), the format registered."""
+    return spark_each
 
 
 class Progress(StreamingQueryListener):

@@ -35,10 +35,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from failover_client.spark import FORMAT, register
+from failover_client.spark import FORMAT
 from failover_client.spark._spool import SPOOL_DIRECTORY
 from failover_client.testing.brokers import Cluster, allocate_ports
-from failover_client.testing.spark import SparkSessions
 
 pytestmark = pytest.mark.integration
 
@@ -51,25 +50,13 @@ WAIT = 240.0
 # --- the source registered ----------------------------------------------------------------------
 
 
-def register_source(spark: SparkSession) -> None:
-    """Register the ``failover`` format (its source included)."""
-    register(spark)
-
-
 # --- fixtures -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["local", "standalone"])
-def spark(request: pytest.FixtureRequest, spark_sessions: SparkSessions) -> SparkSession:
-    """One session per deployment for the module; the failover data source registered."""
-    if request.param == "local":
-        session = spark_sessions.local()
-    else:
-        cluster = request.getfixturevalue("spark_standalone")
-        session = cluster.session(spark_sessions)
-    session.sparkContext.setLogLevel("ERROR")
-    register_source(session)
-    return session
+@pytest.fixture(scope="module")
+def spark(spark_each: SparkSession) -> SparkSession:
+    """Local mode, then the standalone cluster (``spark_each``), the format registered."""
+    return spark_each
 
 
 class Progress(StreamingQueryListener):

@@ -34,7 +34,13 @@ from failover_client.testing.spark import SparkSessions, StandaloneCluster
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_local", "spark_on_standalone", "spark_sessions", "spark_standalone"]
+__all__ = [
+    "spark_each",
+    "spark_local",
+    "spark_on_standalone",
+    "spark_sessions",
+    "spark_standalone",
+]
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +72,19 @@ def spark_on_standalone(
 ) -> SparkSession:
     """A SparkSession on the standalone cluster (shared; stops a local one if live)."""
     return spark_standalone.session(spark_sessions)
+
+
+@pytest.fixture(scope="module", params=["local", "standalone"])
+def spark_each(request: pytest.FixtureRequest, spark_sessions: SparkSessions) -> SparkSession:
+    """A module's tests run twice: in ``local[2,4]``, then on the standalone cluster; the
+    ``failover`` format is registered and Spark logs only errors."""
+    from failover_client.spark import register  # noqa: PLC0415 - the data source under test
+
+    if request.param == "local":
+        session = spark_sessions.local()
+    else:
+        cluster = request.getfixturevalue("spark_standalone")
+        session = cluster.session(spark_sessions)
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
