@@ -33,6 +33,7 @@ SOURCES = {
 LAYERS: dict[str, int] = {
     "failover_client._errors": 0,
     "failover_client._registry": 0,
+    "failover_client._throttle": 0,
     "failover_client.uri": 1,
     "failover_client.policies": 1,
     "failover_client._clock": 2,
@@ -70,6 +71,7 @@ FORBIDDEN |= {
 THIRD_PARTY: dict[str, set[str]] = {
     "failover_client._errors": set(),
     "failover_client._registry": set(),
+    "failover_client._throttle": set(),
     "failover_client.uri": set(),
     "failover_client.policies": set(),
     "failover_client._clock": set(),
