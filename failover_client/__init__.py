@@ -59,6 +59,7 @@ from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
 from failover_client.engine._subscriptions import Message, Subscription
 from failover_client.engine._topology import TopologyFeed as _TopologyFeed
 from failover_client.engine._topology import install_uri_sources as _install_uri_sources
+from failover_client.net._settings import ConnectorSettings
 from failover_client.uri import BrokerAddress, FailoverOptions, FailoverURI, parse
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "Connected",
     "ConnectionClosed",
     "ConnectionFailure",
+    "ConnectorSettings",
     "Disconnected",
     "Event",
     "FailedOver",

@@ -20,6 +20,11 @@ The contract, in short:
 * a session that is closed or lost raises :class:`~failover_client.BrokerUnavailable` from
   ``send``, ``subscribe``, ``unsubscribe``, ``ack`` and ``nack``; ``close`` never raises.
 
+Settings every connector shares (heart-beats, close timeout, TLS files, default credentials)
+are checked by one value, :class:`failover_client.ConnectorSettings`, at construction: a wrong
+setting is a :class:`~failover_client.ConfigurationError` there, never a connect failure that
+the reconnect loop would retry.
+
 A connect can be cut short: the engine hands each ``connect`` a :class:`Cancel` token and
 cancels it when the application closes the connection, so ``close()`` does not wait for a
 handshake with a hung broker to time out.

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from proton import Delivery
 
-from failover_client.amqp._book import Book, run_all
+from failover_client.amqp._book import Book
 from failover_client.amqp._sending import MAX_RESENDS, verdict
+from failover_client.net._completions import Completion, run_all
+
+
+def tell(completions: Iterable[Completion | None]) -> list[BaseException]:
+    """Run ``completions``; the errors their callbacks raised, in order."""
+    reported: list[BaseException] = []
+    run_all(completions, reported.append)
+    return reported
 
 
 @pytest.mark.parametrize(
@@ -41,10 +51,10 @@ def test_each_callback_runs_once_and_none_after_the_book_failed() -> None:
     second = book.add(lambda error: outcomes.append(("second", error)))
     assert first is not None
     assert second is not None
-    run_all([book.complete(first, None), book.complete(first, None)])
+    tell([book.complete(first, None), book.complete(first, None)])
     cause = RuntimeError("lost")
-    run_all(book.fail_all(cause))
-    run_all(book.fail_all(cause))
+    tell(book.fail_all(cause))
+    tell(book.fail_all(cause))
     assert outcomes == [("first", None), ("second", cause)]
     assert book.add(lambda error: None) is None
     assert book.outstanding == 0
@@ -57,7 +67,7 @@ def test_a_discarded_callback_never_runs() -> None:
     assert token is not None
     assert book.discard(token)
     assert not book.discard(token)
-    run_all(book.fail_all(RuntimeError("lost")))
+    tell(book.fail_all(RuntimeError("lost")))
 
 
 def test_a_raising_callback_does_not_stop_the_others() -> None:
@@ -70,8 +80,9 @@ def test_a_raising_callback_does_not_stop_the_others() -> None:
     book.add(broken)
     book.add(seen.append)
     cause = RuntimeError("lost")
-    run_all(book.fail_all(cause))
+    (reported,) = tell(book.fail_all(cause))
     assert seen == [cause]
+    assert isinstance(reported, ValueError)
 
 
 def test_decided_answers_wait_to_be_told_in_order_and_each_once() -> None:
@@ -85,8 +96,8 @@ def test_decided_answers_wait_to_be_told_in_order_and_each_once() -> None:
     book.decide(tokens[0], None)  # type: ignore[arg-type]
     assert outcomes == []
     assert book.outstanding == 3  # decided but not told yet: still outstanding
-    run_all(book.take_decided())
-    run_all(book.take_decided())
+    tell(book.take_decided())
+    tell(book.take_decided())
     assert outcomes == [(1, refused), (0, None)]
     assert book.outstanding == 1
 
@@ -100,9 +111,9 @@ def test_a_session_that_ends_tells_the_decided_answers_first_then_fails_the_rest
     assert waiting is not None
     book.decide(accepted, None)
     cause = RuntimeError("lost")
-    run_all(book.fail_all(cause))
-    run_all(book.take_decided())
+    tell(book.fail_all(cause))
+    tell(book.take_decided())
     book.decide(waiting, None)  # an answer after the end: already failed
-    run_all(book.take_decided())
+    tell(book.take_decided())
     assert outcomes == [("accepted", None), ("waiting", cause)]
     assert book.outstanding == 0

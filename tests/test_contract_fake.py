@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from failover_client.uri import BrokerAddress
 
+from failover_client import ConnectorSettings
 from failover_client.adapter import Session, SubscriptionSpec
 from failover_client.testing import FakeClock, FakeConnector, FakeSession
 from failover_client.testing.contract import AdapterContract, ContractTarget, HungBroker
@@ -80,6 +81,9 @@ class TestFakeConnector(AdapterContract):
             hung_broker=hung,
             refused_subscription=SubscriptionSpec("contract-refused", "/queue/refused"),
             refused_address=lambda: REFUSING,
+            build_connector=lambda **settings: FakeConnector(
+                clock=clock, settings=ConnectorSettings(**settings)
+            ),
         )
 
     def test_no_virtual_time_passes_in_a_cancelled_handshake(

@@ -22,6 +22,7 @@ EXPECTED = {
     "ConfigurationError",
     "Connected",
     "ConnectCancelled",
+    "ConnectorSettings",
     "ConnectionClosed",
     "ConnectionFailure",
     "Disconnected",

@@ -23,18 +23,12 @@ is left even when the container thread is stuck in a listener.
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
-from collections.abc import Iterable
 
 from failover_client.adapter import ConfirmCallback
+from failover_client.net._completions import Completion
 
-__all__ = ["Book", "Completion", "run_all"]
-
-_log = logging.getLogger("failover_client.amqp")
-
-Completion = tuple[ConfirmCallback, BaseException | None]
-"""One callback and its outcome (``None`` = confirmed)."""
+__all__ = ["Book"]
 
 
 class Book:
@@ -65,14 +59,14 @@ class Book:
         """The answer for ``token``; None if it was completed already."""
         with self._lock:
             callback = self._waiting.pop(token, None)
-        return None if callback is None else (callback, outcome)
+        return None if callback is None else Completion(callback, outcome)
 
     def decide(self, token: int, outcome: BaseException | None) -> None:
         """File the answer for ``token`` (if still waiting) for :meth:`take_decided`."""
         with self._lock:
             callback = self._waiting.pop(token, None)
             if callback is not None:
-                self._decided.append((callback, outcome))
+                self._decided.append(Completion(callback, outcome))
 
     def take_decided(self) -> list[Completion]:
         """The answers filed by :meth:`decide` and not told yet, in the order filed."""
@@ -90,7 +84,7 @@ class Book:
                 self._closed_by = cause
             waiting, self._waiting = self._waiting, {}
             decided, self._decided = self._decided, []
-        return decided + [(callback, cause) for callback in waiting.values()]
+        return decided + [Completion(callback, cause) for callback in waiting.values()]
 
     @property
     def outstanding(self) -> int:
@@ -101,15 +95,3 @@ class Book:
     def __repr__(self) -> str:
         state = "failed" if self._closed_by is not None else "open"
         return f"Book(outstanding={self.outstanding}, {state})"
-
-
-def run_all(completions: Iterable[Completion | None]) -> None:
-    """Run completions in order; one that raises is logged and the others still run."""
-    for completion in completions:
-        if completion is None:
-            continue
-        callback, outcome = completion
-        try:
-            callback(outcome)
-        except Exception:  # noqa: BLE001 - the engine's bug must not kill the container thread
-            _log.exception("a confirmation callback failed")

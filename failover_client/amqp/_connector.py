@@ -1,17 +1,14 @@
 """The AMQP connector: the engine's factory of :class:`AmqpSession` objects.
 
-It holds what every session of one connection shares: the failover options, default
-credentials, the idle timeout, the client id (the AMQP container id, which durable
-subscriptions are bound to) and one TLS domain, built up front so that an unusable
-certificate file is a configuration error at once rather than a "broker unavailable" on every
-reconnect.
+It holds what every session of one connection shares: the validated
+:class:`~failover_client.net._settings.ConnectorSettings` (the failover options, default
+credentials, the idle timeout, the close timeout, the client id: the AMQP container id, which
+durable subscriptions are bound to) and one TLS domain, built through the same
+:class:`~failover_client.net._tls.LazyTls` as every adapter's, so that an unusable certificate
+file is a configuration error at once rather than a "broker unavailable" on every reconnect.
 """
 
 from __future__ import annotations
-
-import threading
-
-from proton import SSLDomain
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, ConnectCancelled
@@ -20,6 +17,8 @@ from failover_client.amqp._handler import ConnectSettings
 from failover_client.amqp._receiving import DEFAULT_PREFETCH
 from failover_client.amqp._session import AmqpSession
 from failover_client.amqp._tls import ssl_domain
+from failover_client.net._settings import ConnectorSettings
+from failover_client.net._tls import LazyTls
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["AmqpConnector"]
@@ -48,7 +47,8 @@ class AmqpConnector:
     Member parameters read from :class:`BrokerAddress`: ``vhost`` (the open frame's
     hostname; RabbitMQ reads ``vhost:<name>`` there; default: the member's host name).
 
-    Raises :class:`ConfigurationError` at once for unusable TLS files or settings.
+    Raises :class:`ConfigurationError` at once for unusable TLS files, heart-beat values or
+    timeouts (the same checks and messages as every adapter's), or a bad ``prefetch``.
     """
 
     def __init__(
@@ -63,42 +63,33 @@ class AmqpConnector:
         close_timeout: float = 1.0,
         prefetch: int = DEFAULT_PREFETCH,
     ) -> None:
-        self._options = options if options is not None else FailoverOptions()
-        beats = heartbeat if heartbeat is not None else self._options.heartbeat
-        if len(beats) != 2 or any(int(b) < 0 for b in beats):
-            raise ConfigurationError(f"heartbeat must be two non-negative ms values, got {beats}")
-        if close_timeout < 0:
-            raise ConfigurationError(f"close_timeout must be >= 0, got {close_timeout}")
-        if prefetch < 1:
-            raise ConfigurationError(f"prefetch must be >= 1, got {prefetch}")
-        self._heartbeat = (int(beats[0]), int(beats[1]))
-        self._login = login
-        self._passcode = passcode
+        self._settings = ConnectorSettings(
+            options if options is not None else FailoverOptions(),
+            login=login,
+            passcode=passcode,
+            heartbeat=heartbeat,
+            close_timeout=close_timeout,
+            client_id=client_id,
+        )
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise ConfigurationError(f"prefetch must be a whole number >= 1, got {prefetch!r}")
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._client_id = client_id
-        self._close_timeout = close_timeout
         self._prefetch = prefetch
-        self._ssl_lock = threading.Lock()
-        self._ssl_domain: SSLDomain | None = None
-        if any((self._options.tls_ca_file, self._options.tls_cert_file)):
-            # Files named in the options fail now, as configuration errors.
-            self._ssl_domain = ssl_domain(self._options)
+        # The same eagerness as every adapter's TLS (files named: built and checked now).
+        self._ssl_domain = LazyTls(self._settings.options, ssl_domain)
 
     @property
     def heartbeat(self) -> tuple[int, int]:
-        return self._heartbeat
+        return self._settings.beats
 
-    def _tls_domain(self) -> SSLDomain:
-        with self._ssl_lock:
-            if self._ssl_domain is None:
-                self._ssl_domain = ssl_domain(self._options)
-            return self._ssl_domain
+    @property
+    def settings(self) -> ConnectorSettings:
+        """The validated settings shared with every session this connector opens."""
+        return self._settings
 
     def credentials_for(self, address: BrokerAddress) -> tuple[str | None, str | None]:
         """(user, password) for ``address``: the member's own beat the connector's defaults."""
-        if address.user is not None:
-            return address.user, address.password
-        return self._login, self._passcode
+        return self._settings.credentials_for(address)
 
     def connect(
         self,
@@ -121,15 +112,17 @@ class AmqpConnector:
             raise ConfigurationError(f"{address}: a {address.protocol} member cannot speak AMQP")
         if cancel.cancelled:
             raise ConnectCancelled("connect cancelled", broker=str(address))
-        user, password = self.credentials_for(address)
+        shared = self._settings
+        user, password = shared.credentials_for(address)
+        receive = shared.beats[1]
         settings = ConnectSettings(
             url=_url(address),
             hostname=address.param("vhost") or address.host,
             user=user,
             password=password,
-            idle_timeout=self._heartbeat[1] / 1000.0 if self._heartbeat[1] else None,
-            ssl_domain=self._tls_domain() if address.tls else None,
-            close_timeout=self._close_timeout,
+            idle_timeout=receive / 1000.0 if receive else None,
+            ssl_domain=self._ssl_domain.get() if address.tls else None,
+            close_timeout=shared.close_timeout,
             sasl_mechanisms="PLAIN" if user is not None else "ANONYMOUS",
         )
         session = AmqpSession(
@@ -138,15 +131,16 @@ class AmqpConnector:
             clock=self._clock,
             settings=settings,
             prefetch=self._prefetch,
-            container_id=self._client_id,
+            container_id=shared.client_id,
         )
         session.open(timeout, cancel)
         return session
 
     def __repr__(self) -> str:
+        shared = self._settings
         return (
-            f"AmqpConnector(heartbeat={self._heartbeat}, login={self._login!r}, "
-            f"client_id={self._client_id!r}, prefetch={self._prefetch})"
+            f"AmqpConnector(heartbeat={shared.beats}, login={shared.login!r}, "
+            f"client_id={shared.client_id!r}, prefetch={self._prefetch})"
         )
 
 

@@ -25,7 +25,6 @@ from proton.reactor import Container
 
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import AdvertisedBrokers
-from failover_client.amqp._book import run_all
 from failover_client.amqp._errors import (
     REDIRECT,
     Condition,
@@ -38,6 +37,7 @@ from failover_client.amqp._receiving import Incoming
 from failover_client.amqp._sending import Outgoing
 from failover_client.amqp._server_list import parse_redirect, parse_server_list
 from failover_client.amqp._state import SessionState
+from failover_client.net._completions import run_all
 
 __all__ = ["ConnectSettings", "Events"]
 
@@ -157,7 +157,7 @@ class Events(Handler):
 
     def on_reactor_quiesced(self, event: Any) -> None:
         """proton handled all it read and is about to wait: tell the sends' answers (``_book``)."""
-        run_all(self._state.book.take_decided())
+        run_all(self._state.book.take_decided(), self._state.report)
 
     def on_timer_task(self, event: Any) -> None:
         """The broker did not answer our close in time: drop the connection."""

@@ -30,10 +30,10 @@ from proton import Connection, Delivery, Link, Message, Receiver, Terminus
 
 from failover_client._errors import ConnectionFailure
 from failover_client.adapter import Received, SubscriptionSpec
-from failover_client.amqp._book import run_all
 from failover_client.amqp._convert import received
 from failover_client.amqp._errors import Condition, closed_error, subscription_refusal
 from failover_client.amqp._state import SessionState
+from failover_client.net._completions import run_all
 
 __all__ = ["DEFAULT_PREFETCH", "Incoming"]
 
@@ -113,7 +113,7 @@ class Incoming:
         link.session.close()
         if subscription.token is not None:
             # Unsubscribed before the broker answered: the subscription was never in force.
-            run_all([self._state.book.complete(subscription.token, None)])
+            run_all(self._state.book.complete(subscription.token, None), self._state.report)
 
     def ack(self, ack_id: str) -> None:
         self._settle(ack_id, Delivery.ACCEPTED)
@@ -168,7 +168,7 @@ class Incoming:
         subscription.confirmed = True
         token, subscription.token = subscription.token, None
         if token is not None:
-            run_all([self._state.book.complete(token, None)])
+            run_all(self._state.book.complete(token, None), self._state.report)
 
     def on_delivery(self, delivery: Delivery) -> None:
         link = delivery.link
@@ -229,5 +229,5 @@ class Incoming:
         )
         _log.info("%s", error)
         if subscription.token is not None:
-            run_all([self._state.book.complete(subscription.token, error)])
+            run_all(self._state.book.complete(subscription.token, error), self._state.report)
         return True

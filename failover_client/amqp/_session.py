@@ -28,12 +28,12 @@ from failover_client.adapter import (
     SessionListener,
     SubscriptionSpec,
 )
-from failover_client.amqp._book import run_all
 from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message
 from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
 from failover_client.amqp._sending import Outbound
 from failover_client.amqp._state import SessionState
+from failover_client.net._completions import run_all
 from failover_client.uri import BrokerAddress
 
 __all__ = ["AmqpSession"]
@@ -176,7 +176,8 @@ class AmqpSession:
         run_all(
             state.book.fail_all(
                 BrokerUnavailable("session closed before the broker answered", broker=state.broker)
-            )
+            ),
+            state.report,
         )
 
     # -- work for the container thread ------------------------------------------------------

@@ -18,7 +18,8 @@ from typing import Literal
 from failover_client._clock import Clock
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import Session, SessionListener
-from failover_client.amqp._book import Book, run_all
+from failover_client.amqp._book import Book
+from failover_client.net._completions import dead_error, run_all
 from failover_client.uri import BrokerAddress
 
 __all__ = ["Phase", "SessionState"]
@@ -95,11 +96,7 @@ class SessionState:
         """Why nothing can be done now: closed, not connected yet, or lost (and why)."""
         with self.lock:
             phase, cause = self.phase, self.lost_cause
-        if phase == "closed":
-            return BrokerUnavailable("session is closed", broker=self.broker)
-        if phase == "connecting":
-            return BrokerUnavailable("session is not connected yet", broker=self.broker)
-        return BrokerUnavailable(f"session was lost: {cause}", broker=self.broker)
+        return dead_error(phase, cause, broker=self.broker)
 
     def lose(self, cause: ConnectionFailure) -> bool:
         """The connection is dead: fail what waits, then tell the listener, exactly once.
@@ -120,7 +117,8 @@ class SessionState:
         run_all(
             self.book.fail_all(
                 BrokerUnavailable(f"session lost before the broker answered: {cause}")
-            )
+            ),
+            self.report,
         )
         try:
             self.listener.on_lost(self.session, cause)

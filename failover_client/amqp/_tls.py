@@ -3,10 +3,12 @@
 proton runs TLS in its own C library, so the ``ssl.SSLContext`` that STOMP uses cannot be
 handed to it. The options mean the same here: verification of the certificate chain and of
 the host name is on unless switched off, against ``tls_ca_file`` or the system trust store,
-with an optional client certificate. The files are first loaded once by
-:func:`failover_client.net._tls.build_ssl_context`, so a missing file or a wrong key password
-is a :class:`ConfigurationError` naming the option, at construction, not a TLS failure on
-every reconnect.
+with an optional client certificate. The files are first loaded by
+:func:`failover_client.net._tls.build_ssl_context`, the one TLS builder of every adapter, so a
+missing file, a key without its certificate or a wrong key password is the same
+:class:`ConfigurationError` naming the option as with STOMP, raised at construction (the
+connector builds the domain through :class:`~failover_client.net._tls.LazyTls`), not a TLS
+failure on every reconnect.
 """
 
 from __future__ import annotations

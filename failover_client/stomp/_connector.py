@@ -1,21 +1,22 @@
 """The STOMP connector: the engine's factory of :class:`StompSession` objects.
 
-It holds what every session of one connection shares: the failover options, default
-credentials, heart-beat wishes, the client id and one TLS context, built up front so that an
-unusable certificate file is a configuration error at once rather than a "broker unavailable"
-on every reconnect.
+It holds what every session of one connection shares: the validated
+:class:`~failover_client.net._settings.ConnectorSettings` (the failover options, default
+credentials, heart-beat wishes, close timeout, client id and one TLS context, built up front so
+that an unusable certificate file is a configuration error at once rather than a "broker
+unavailable" on every reconnect), plus what only STOMP has: the confirm mode and the grace
+of the heart-beat watchdog.
 """
 
 from __future__ import annotations
 
 import ssl
-import threading
 from collections.abc import Callable
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError
 from failover_client.adapter import Cancel, SessionListener
-from failover_client.net._tls import build_ssl_context
+from failover_client.net._settings import ConnectorSettings
 from failover_client.stomp._batch import ConfirmMode
 from failover_client.stomp._handshake import ConnectSettings
 from failover_client.stomp._heartbeat import DEFAULT_GRACE
@@ -54,7 +55,8 @@ class StompConnector:
     Member parameters read from :class:`BrokerAddress`: ``vhost`` (the STOMP ``host`` header,
     RabbitMQ's virtual host; default: the member's host name).
 
-    Raises :class:`ConfigurationError` at once for unusable TLS files or heart-beat values.
+    Raises :class:`ConfigurationError` at once for unusable TLS files, heart-beat values or
+    timeouts (the same checks and messages as every adapter's).
     """
 
     def __init__(
@@ -72,8 +74,17 @@ class StompConnector:
         transport_factory: Callable[..., BoundTransport] = BoundTransport,
         confirm_mode: ConfirmMode | None = None,
     ) -> None:
+        self._settings = ConnectorSettings(
+            options if options is not None else FailoverOptions(),
+            login=login,
+            passcode=passcode,
+            heartbeat=heartbeat,
+            close_timeout=close_timeout,
+            client_id=client_id,
+            ssl_context=ssl_context,
+        )
+        self._options = self._settings.options
         self._transport_factory = transport_factory
-        self._options = options if options is not None else FailoverOptions()
         self._confirm_mode: ConfirmMode = (
             confirm_mode if confirm_mode is not None else self._options.confirm_mode
         )
@@ -81,42 +92,25 @@ class StompConnector:
             raise ConfigurationError(
                 f"confirm_mode must be auto, receipt or transaction, got {self._confirm_mode!r}"
             )
-        beats = heartbeat if heartbeat is not None else self._options.heartbeat
-        if len(beats) != 2 or any(int(b) < 0 for b in beats):
-            raise ConfigurationError(f"heartbeat must be two non-negative ms values, got {beats}")
-        if heartbeat_grace < 1.0:
+        if isinstance(heartbeat_grace, bool) or not isinstance(heartbeat_grace, int | float):
+            raise ConfigurationError(f"heartbeat_grace must be a number, got {heartbeat_grace!r}")
+        if not heartbeat_grace >= 1.0:  # also refuses NaN
             raise ConfigurationError(f"heartbeat_grace must be >= 1.0, got {heartbeat_grace}")
-        if close_timeout < 0:
-            raise ConfigurationError(f"close_timeout must be >= 0, got {close_timeout}")
-        self._heartbeat = (int(beats[0]), int(beats[1]))
-        self._login = login
-        self._passcode = passcode
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._client_id = client_id
-        self._close_timeout = close_timeout
-        self._grace = heartbeat_grace
-        self._ssl_context = ssl_context
-        if self._ssl_context is None and _wants_tls_files(self._options):
-            # Files named in the options fail now, as configuration errors, not later as
-            # "broker unavailable" on every reconnect.
-            self._ssl_context = build_ssl_context(self._options)
-        self._ssl_lock = threading.Lock()
+        self._grace = float(heartbeat_grace)
 
     @property
     def heartbeat(self) -> tuple[int, int]:
-        return self._heartbeat
+        return self._settings.beats
 
-    def _tls_context(self) -> ssl.SSLContext:
-        with self._ssl_lock:
-            if self._ssl_context is None:
-                self._ssl_context = build_ssl_context(self._options)
-            return self._ssl_context
+    @property
+    def settings(self) -> ConnectorSettings:
+        """The validated settings shared with every session this connector opens."""
+        return self._settings
 
     def credentials_for(self, address: BrokerAddress) -> tuple[str | None, str | None]:
         """(login, passcode) for ``address``: the member's own beat the connector's defaults."""
-        if address.user is not None:
-            return address.user, address.password
-        return self._login, self._passcode
+        return self._settings.credentials_for(address)
 
     def connect(
         self,
@@ -138,19 +132,20 @@ class StompConnector:
         """
         if address.protocol == "amqp":
             raise ConfigurationError(f"{address}: an AMQP member cannot be opened over STOMP")
-        login, passcode = self.credentials_for(address)
+        settings = self._settings
+        login, passcode = settings.credentials_for(address)
         session = StompSession(
             address,
             listener=listener,
             clock=self._clock,
-            close_timeout=self._close_timeout,
+            close_timeout=settings.close_timeout,
             settings=ConnectSettings(
                 login=login,
                 passcode=passcode,
-                heartbeat=self._heartbeat,
+                heartbeat=settings.beats,
                 grace=self._grace,
-                client_id=self._client_id,
-                ssl_context=self._tls_context() if address.tls else None,
+                client_id=settings.client_id,
+                ssl_context=settings.tls_context() if address.tls else None,
                 transport_factory=self._transport_factory,
                 confirm_mode=self._confirm_mode,
                 max_frame_size=self._options.max_frame_size,
@@ -160,11 +155,8 @@ class StompConnector:
         return session
 
     def __repr__(self) -> str:
+        settings = self._settings
         return (
-            f"StompConnector(heartbeat={self._heartbeat}, login={self._login!r}, "
-            f"client_id={self._client_id!r}, confirm_mode={self._confirm_mode})"
+            f"StompConnector(heartbeat={settings.beats}, login={settings.login!r}, "
+            f"client_id={settings.client_id!r}, confirm_mode={self._confirm_mode})"
         )
-
-
-def _wants_tls_files(options: FailoverOptions) -> bool:
-    return any((options.tls_ca_file, options.tls_cert_file, options.tls_key_file))

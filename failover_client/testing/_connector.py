@@ -32,6 +32,7 @@ from failover_client._errors import (
     TLSFailure,
 )
 from failover_client.adapter import Cancel, SessionListener
+from failover_client.net._settings import ConnectorSettings
 from failover_client.testing._clock import SAFETY_TIMEOUT
 from failover_client.testing._session import FakeSession
 from failover_client.uri import BrokerAddress
@@ -65,6 +66,12 @@ class FakeConnector:
     Every broker accepts unless scripted with :meth:`behave`. ``clock`` must be the connection's
     clock so a ``hang`` lasts the connect timeout in the same (virtual) time. ``cancelled``
     lists the broker keys of connects that ended because their token was cancelled.
+
+    ``settings`` are checked as every real adapter checks them (heart-beats, close timeout, TLS
+    files: :class:`ConfigurationError` here, at construction), and a TLS member gets the TLS
+    context a real adapter would build, so a test with the fake meets the same configuration
+    errors as production does. Credentials for a member come from
+    :meth:`ConnectorSettings.credentials_for`, as in the real adapters.
     """
 
     def __init__(
@@ -73,7 +80,9 @@ class FakeConnector:
         clock: Clock | None = None,
         auto_confirm: bool = True,
         refused_destinations: Iterable[str] = (),
+        settings: ConnectorSettings | None = None,
     ) -> None:
+        self.settings = settings if settings is not None else ConnectorSettings()
         self._clock: Clock = clock or SystemClock()
         self.auto_confirm = auto_confirm
         self.refused_destinations = frozenset(refused_destinations)
@@ -124,6 +133,8 @@ class FakeConnector:
         broker = str(address)
         if cancel.cancelled:
             self._cancelled(address, "before it started")
+        if address.tls:
+            self.settings.tls_context()  # what a real adapter would build (or refuse)
         if step == "refuse":
             raise BrokerUnavailable("connection refused", broker=broker)
         if step == "auth-fail":

@@ -18,7 +18,16 @@ one fixture, ``contract_target``, returning a :class:`ContractTarget`::
                 publish=my_broker.publish,
             )
 
-The class's name does not start with ``Test``, so pytest collects its tests only through a
+:class:`AdapterContract` includes :class:`ConfigurationContract`: the settings every adapter
+refuses in the same way, with a :class:`ConfigurationError` at construction (a key file
+without its certificate, an unreadable CA file, bad heart-beat values, a bad close timeout),
+never later as a broker failure the reconnect loop would retry. It builds connectors with
+``ContractTarget.build_connector`` (default: the target connector's class, called with the
+keyword arguments ``options``, ``heartbeat`` and ``close_timeout`` that every adapter's
+constructor takes). It needs no broker: subclass it alone, overriding ``connector_factory``,
+to check an adapter's configuration in unit tests.
+
+The classes' names do not start with ``Test``, so pytest collects their tests only through a
 subclass. This module imports pytest: import it from test code only (``failover_client.testing``
 itself does not import it).
 
@@ -53,10 +62,13 @@ from failover_client.adapter import (
     Session,
     SubscriptionSpec,
 )
+from failover_client.testing._config_contract import ConfigurationContract, ConnectorFactory
 from failover_client.uri import BrokerAddress
 
 __all__ = [
     "AdapterContract",
+    "ConfigurationContract",
+    "ConnectorFactory",
     "ContractListener",
     "ContractTarget",
     "HungBroker",
@@ -111,6 +123,9 @@ class ContractTarget:
     refused_subscription: SubscriptionSpec | None = None
     """A subscription the broker refuses by name (e.g. a bad selector); without one, the
     refusal test is skipped with that reason."""
+    build_connector: ConnectorFactory | None = None
+    """Builds another connector of this adapter for the configuration tests (see
+    :data:`ConnectorFactory`); default: ``type(connector)``."""
 
 
 class ContractListener:
@@ -209,13 +224,20 @@ def closed_port(scheme: str) -> BrokerAddress:
 # --- the suite --------------------------------------------------------------------------------
 
 
-class AdapterContract:
+class AdapterContract(ConfigurationContract):
     """The contract tests; subclass it and override the ``contract_target`` fixture."""
 
     @pytest.fixture
     def contract_target(self) -> ContractTarget:
         """Override in the subclass: the adapter and broker under test."""
         pytest.fail(f"{type(self).__name__} must override the contract_target fixture")
+
+    @pytest.fixture
+    def connector_factory(self, contract_target: ContractTarget) -> ConnectorFactory:
+        """``contract_target.build_connector``, or the target connector's own class."""
+        if contract_target.build_connector is not None:
+            return contract_target.build_connector
+        return type(contract_target.connector)
 
     # --- helpers --------------------------------------------------------------------------
 
