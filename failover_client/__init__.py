@@ -20,6 +20,7 @@ from failover_client._errors import (
     ConnectCancelled,
     ConnectionClosed,
     ConnectionFailure,
+    DataError,
     FailoverClientError,
     NotConnected,
     OptionError,
@@ -30,6 +31,7 @@ from failover_client._errors import (
     SendTimeout,
     SubscriptionRefused,
     TLSFailure,
+    TopologyError,
     URIError,
 )
 from failover_client._events import (
@@ -80,6 +82,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionFailure",
     "ConnectorSettings",
+    "DataError",
     "Disconnected",
     "Event",
     "FailedOver",
@@ -116,6 +119,7 @@ __all__ = [
     "TLSFailure",
     "TopologyChanged",
     "TopologyDelta",
+    "TopologyError",
     "URIError",
     "parse",
 ]

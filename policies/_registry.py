@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from failover_client._errors import ConfigurationError, PolicyError
+from failover_client._errors import PolicyError, PolicyLoadError
 from failover_client._registry import EntryPointFailure, NamedRegistry
 
 from ._base import BrokerPolicy
@@ -53,21 +53,6 @@ class PolicyFactory(Protocol):
     def __call__(self, *, rng: random.Random, client_id: str | None) -> BrokerPolicy[Any]:
         """Return a new policy object (one per connection; policies hold per-connection state)."""
         ...
-
-
-class PolicyLoadError(PolicyError):
-    """A policy name is known but its code is broken: an entry point that does not import, or a
-    factory that does not build a policy. ``source`` says where the code came from."""
-
-    def __init__(self, name: str, source: str, problem: str, known: list[str]) -> None:
-        self.name = name
-        self.known = tuple(sorted(known))
-        self.source = source
-        # PolicyError's own message says "unknown policy", which would mislead here: the name is
-        # known, its code is broken. Skip to the base initialiser with the precise message.
-        ConfigurationError.__init__(
-            self, f"broker-selection policy {name!r} from {source} could not be used: {problem}"
-        )
 
 
 def _entry_point_source(entry_point: importlib.metadata.EntryPoint) -> str:

@@ -99,6 +99,8 @@ def test_a_rejection_carries_the_condition_and_the_message_id() -> None:
     assert error.message_id == "m-1"
     assert "amqp:not-allowed: no" in str(error)
     assert "/q/x" in str(error)
+    assert type(error) is SendRejected  # a drawn class, no private subclass of it
+    assert (error.broker, error.text) == (BROKER, "amqp:not-allowed: no")
 
 
 def test_a_subscription_refusal_names_the_subscription() -> None:

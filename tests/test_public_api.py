@@ -25,6 +25,7 @@ EXPECTED = {
     "ConnectorSettings",
     "ConnectionClosed",
     "ConnectionFailure",
+    "DataError",
     "Disconnected",
     "Event",
     "FailedOver",
@@ -61,6 +62,7 @@ EXPECTED = {
     "TLSFailure",
     "TopologyChanged",
     "TopologyDelta",
+    "TopologyError",
     "URIError",
     "parse",
 }

@@ -414,6 +414,7 @@ def test_public_names_are_exactly_these() -> None:
         "SinkOptions",
         "SourceOptions",
         "SparkOptionError",
+        "SpoolGap",
         "close_connections",
         "foreach_batch_sink",
         "register",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from failover_client.uri import BrokerAddress
 
-from failover_client import AuthenticationFailed
-from failover_client.stomp._errors import connect_error_from_frame
+from failover_client import AuthenticationFailed, SendRejected
+from failover_client.stomp._errors import connect_error_from_frame, send_rejection_from_frame
 
 RABBIT = str(BrokerAddress("stomp", "rabbit1", 61613, "app", "s3cret"))
 RABBIT_WITH_VHOST = str(
@@ -56,3 +56,16 @@ def test_no_hint_for_other_brokers_and_the_broker_text_is_kept_redacted_and_shor
     assert "org.x" not in text
     assert text.endswith("...")
     assert len(text) < 400
+
+
+def test_a_refused_send_is_a_plain_send_rejected_with_the_broker_and_its_words() -> None:
+    # It was a private subclass of SendRejected that reached users outside the drawn tree.
+    error = send_rejection_from_frame(
+        {"message": "Not allowed: s3cret"},
+        b"",
+        broker="stomp://b:61613",
+        message_id="m-1",
+        secrets=["s3cret"],
+    )
+    assert type(error) is SendRejected
+    assert (error.broker, error.text) == ("stomp://b:61613", "Not allowed: ***")

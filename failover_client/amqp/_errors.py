@@ -161,7 +161,10 @@ def send_rejection(
     """The error for a send the broker rejected (rejected outcome or a refused sender link)."""
     text = condition.text() if condition is not None else "no reason given"
     return SendRejected(
-        f"{broker}: broker rejected the message to {destination}: {text}", message_id=message_id
+        f"{broker}: broker rejected the message to {destination}: {text}",
+        message_id=message_id,
+        broker=broker,
+        text=text,
     )
 
 

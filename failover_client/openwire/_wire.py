@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from failover_client._errors import ProtocolViolation
+from failover_client._errors import CodecError
 
 __all__ = [
     "MAX_CONTROL_FRAME",
@@ -39,37 +39,6 @@ MAX_CONTROL_FRAME = 1 << 20
 frame is not what it waits for, so it is refused before it is buffered."""
 
 _MAX_UTF = 0xFFFF  # a 2-byte length
-
-
-class CodecError(ProtocolViolation):
-    """Bytes that are not the OpenWire they claim to be; says what and where.
-
-    ``command`` is the command being read (``"ConnectionControl"``, ``"frame"`` for the size
-    prefix), ``field`` the field, ``offset`` the byte offset from the frame's type byte.
-    """
-
-    def __init__(
-        self,
-        problem: str,
-        *,
-        command: str | None = None,
-        field: str | None = None,
-        offset: int | None = None,
-    ) -> None:
-        self.problem = problem
-        self.command = command
-        self.field = field
-        self.offset = offset
-        where = " ".join(
-            part
-            for part in (
-                command,
-                f"field {field!r}" if field else None,
-                f"at offset {offset}" if offset is not None else None,
-            )
-            if part
-        )
-        super().__init__(f"OpenWire {where}: {problem}" if where else f"OpenWire: {problem}")
 
 
 def encode_modified_utf8(text: str) -> bytes:

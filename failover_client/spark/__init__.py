@@ -20,21 +20,19 @@ PySpark and pyarrow: ``pip install 'failover-client[spark]'``.
 
 from __future__ import annotations
 
+from failover_client._errors import PartitionNotConfirmed, RowError, SparkOptionError, SpoolGap
 from failover_client.spark._commit import MARKER_DIRECTORY, BatchRecord, PartitionReport
 from failover_client.spark._connections import close_all as close_connections
 from failover_client.spark._datasource import FORMAT, FailoverDataSource, register
 from failover_client.spark._foreach import ForeachBatchSink, foreach_batch_sink
-from failover_client.spark._messages import RowError
 from failover_client.spark._options import (
     OPTIONS,
     OptionInfo,
     SinkOptions,
     SourceOptions,
-    SparkOptionError,
     sink_options,
     source_options,
 )
-from failover_client.spark._send import PartitionNotConfirmed
 
 __all__ = [
     "FORMAT",
@@ -50,6 +48,7 @@ __all__ = [
     "SinkOptions",
     "SourceOptions",
     "SparkOptionError",
+    "SpoolGap",
     "close_connections",
     "foreach_batch_sink",
     "register",

@@ -18,15 +18,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from failover_client import FailoverClientError
+from failover_client._errors import RowError
 from failover_client.spark._layout import RowLayout
 from failover_client.spark._options import ARTEMIS_DUPLICATE_HEADER, SinkOptions
 
 __all__ = ["ColumnBatch", "MessageShape", "Outgoing", "PartitionMessages", "RowError"]
-
-
-class RowError(FailoverClientError, ValueError):
-    """A row that cannot become a message (a null destination or id). Fails the task."""
 
 
 class Outgoing(NamedTuple):

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from failover_client import ConfigurationError, URIError
+from failover_client import URIError
+from failover_client._errors import SparkOptionError
 from failover_client.uri import parse
 
 __all__ = [
@@ -41,18 +42,6 @@ DuplicateDetection = Literal["none", "artemis"]
 
 ARTEMIS_DUPLICATE_HEADER = "_AMQ_DUPL_ID"
 """The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it)."""
-
-
-class SparkOptionError(ConfigurationError):
-    """A data source option is missing, unknown or has a value outside its valid set.
-
-    ``option`` is the documented spelling (``bodyColumn``), or None when the problem is a
-    combination of options.
-    """
-
-    def __init__(self, message: str, *, option: str | None = None) -> None:
-        self.option = option
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,11 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from failover_client import FailoverConnection, SendFailure
+from failover_client import FailoverConnection
+from failover_client._errors import PartitionNotConfirmed
 from failover_client.spark._messages import Outgoing
 
 __all__ = ["PartitionNotConfirmed", "SendResult", "send_all"]
-
-
-class PartitionNotConfirmed(SendFailure):
-    """Some messages of a partition were not confirmed; the task fails and Spark retries it."""
 
 
 @dataclass(frozen=True)

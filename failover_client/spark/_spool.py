@@ -34,6 +34,7 @@ from dataclasses import dataclass
 # pyarrow ships no type information; everything from it is Any to mypy.
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from failover_client._errors import SpoolGap
 from failover_client.spark._fs import Location
 from failover_client.spark._options import SparkOptionError
 
@@ -72,10 +73,6 @@ SPOOL_SCHEMA = pa.schema(
 """One row per message, as written to a batch file."""
 
 _TIMESTAMP = SPOOL_SCHEMA.field("timestamp").type
-
-
-class SpoolGap(SparkOptionError):
-    """The spool lacks offsets Spark asks for: it was removed, or belongs to another query."""
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ def send_rejection_from_frame(
 ) -> SendRejected:
     """The error for an ERROR frame that names the receipt of one SEND (or SUBSCRIBE)."""
     text = broker_error_text(headers, body, secrets)
-    return NamedRefusal(
+    return SendRejected(
         f"{broker}: broker rejected the message: {text}",
         message_id=message_id,
         broker=broker,
@@ -139,13 +139,10 @@ def send_rejection_from_frame(
     )
 
 
-class NamedRefusal(SendRejected):
-    """An ERROR naming one frame's receipt; keeps the broker's words for a SUBSCRIBE's error."""
-
-    def __init__(self, message: str, *, message_id: str | None, broker: str, text: str) -> None:
-        super().__init__(message, message_id=message_id)
-        self.broker = broker
-        self.text = text
+NamedRefusal = SendRejected
+"""An ERROR naming one frame's receipt. Once a class of its own that escaped to users as a
+``SendRejected`` outside the drawn error tree; every ``SendRejected`` now keeps the broker and
+its words (what a SUBSCRIBE's refusal is built from), and this name stays for the session."""
 
 
 _OS_ERRORS: tuple[tuple[type[OSError], str], ...] = (

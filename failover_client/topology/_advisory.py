@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from failover_client import Connected, Event, FailoverConnection, Message
 from failover_client._clock import Clock, SystemClock
-from failover_client._errors import ConfigurationError, FailoverClientError
+from failover_client._errors import AdvisoryError, ConfigurationError, FailoverClientError
 from failover_client.adapter import Connector
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
@@ -66,10 +66,6 @@ A mapping from the advertised scheme to ``(scheme, port)`` (port None keeps the 
 one): ``{"tcp": ("stomp", 61613)}``. Or a callable ``(scheme, host, port)`` returning the
 address, or None to skip that peer. URLs whose scheme already speaks the members' protocol are
 used as they are unless the map names their scheme."""
-
-
-class AdvisoryError(ValueError):
-    """A network-bridge advisory (or its ``brokerURL``) that cannot be used; says why."""
 
 
 @dataclass(frozen=True)

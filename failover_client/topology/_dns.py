@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._errors import ConfigurationError, FailoverClientError
+from failover_client._errors import ConfigurationError, DnsLookupError
 from failover_client.uri import SCHEMES, BrokerAddress
 
 from ._base import SourceThread, TopologySink
@@ -66,18 +66,6 @@ class DnsAnswer:
 
     records: tuple[str, ...]
     ttl: int = 0
-
-
-class DnsLookupError(FailoverClientError):
-    """A query got no usable answer; ``reason`` is ``NXDOMAIN``, ``timeout``, ``SERVFAIL``...
-
-    Raised by a :data:`DnsResolve` function; the source logs it and keeps its last list.
-    """
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}" if detail else reason)
 
 
 DnsResolve = Callable[[str, str], DnsAnswer]

@@ -9,10 +9,10 @@ that is not built in or registered, and an entry point is imported only when it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from failover_client._errors import ConfigurationError
+from failover_client._errors import TopologySourceError
 from failover_client._registry import EntryPointFailure, NamedRegistry
 
 from ._advisory import AdvisorySource
@@ -39,25 +39,6 @@ TopologySourceFactory = Callable[..., TopologySource]
 """Builds a new, not yet started source from keyword settings (each source documents its own,
 e.g. :class:`FileSource`'s ``path``, ``interval``, ``clock``; :class:`DnsSource`'s ``name``,
 ``srv``, ``port``; :class:`AdvisorySource`'s ``uri_or_members``, ``scheme_map``)."""
-
-
-class TopologySourceError(ConfigurationError):
-    """An unknown topology-source name; ``known`` lists the registered names.
-
-    Also raised, with ``problem`` set, when a known name's code is broken (an entry point
-    that does not import or is not callable).
-    """
-
-    def __init__(self, name: str, known: Sequence[str], problem: str | None = None) -> None:
-        self.name = name
-        self.known = tuple(sorted(known))
-        self.problem = problem
-        listed = ", ".join(self.known) or "(none)"
-        if problem is None:
-            message = f"unknown topology source {name!r}; registered sources: {listed}"
-        else:
-            message = f"topology source {name!r} could not be used: {problem}"
-        super().__init__(message)
 
 
 _BUILTINS: Mapping[str, TopologySourceFactory] = MappingProxyType(

@@ -46,7 +46,7 @@ from typing import IO, Any, NoReturn
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._errors import ConfigurationError
+from failover_client._errors import ConfigurationError, UrlReadError
 from failover_client._events import Disconnected, Event, ReconnectAttempt
 from failover_client.uri import BrokerAddress, redact_value
 
@@ -61,10 +61,6 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 """A broker list is a few hundred bytes; a body far larger is not one, and is not read."""
 
 _WEB = ("http", "https")
-
-
-class UrlReadError(Exception):
-    """The list could not be read; the message says why (and holds no password)."""
 
 
 @dataclass(frozen=True)
