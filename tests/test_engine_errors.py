@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from failover_client.uri import BrokerAddress, FailoverOptions
@@ -14,12 +15,16 @@ from failover_client import (
     AllBrokersFailed,
     ConfigurationError,
     ConnectionClosed,
+    ConnectionFailure,
     FailoverClientError,
+    FailoverConnection,
     NotConnected,
+    ReconnectAttempt,
 )
 from failover_client._events import GaveUp
 from failover_client.engine import _adapters
 from failover_client.engine._adapters import connector_for
+from failover_client.testing import EventRecorder, FakeClock
 
 AMQP = BrokerAddress("amqp", "a", 5672)
 
@@ -113,6 +118,34 @@ def test_a_bug_in_the_loop_gives_up_with_an_error_that_names_it():
         assert str(info.value) == "the reconnect loop gave up on RuntimeError: plan exploded"
         assert info.value.causes == {}
         assert info.value.__cause__ is gave_up.error
+
+
+def test_a_configuration_error_at_the_first_connect_ends_it_and_is_never_retried(
+    tmp_path: Path,
+) -> None:
+    # A connection whose brokers come from a source picks its adapter at the first dial, so
+    # the adapter's settings are checked there; the loop used to take the ConfigurationError
+    # for a broker failure ("adapter error ConfigurationError") and retry it for ever.
+    key = tmp_path / "client.key"
+    key.write_text("unused")
+    options = FailoverOptions(
+        randomize=False, tls_key_file=str(key), startup_max_reconnect_attempts=3
+    )
+    events = EventRecorder()
+    conn = FailoverConnection(
+        (A,),
+        options=options,
+        connector=_adapters.ProtocolConnector(options),
+        clock=FakeClock(autojump=True),
+        listeners=[events],
+    )
+    try:
+        with pytest.raises(ConfigurationError, match="tls_key_file") as info:
+            conn.connect()
+        assert not isinstance(info.value, ConnectionFailure)
+        assert [e.broker for e in events.of_type(ReconnectAttempt)] == [str(A)]
+    finally:
+        conn.close()
 
 
 # --- which adapter -------------------------------------------------------------------------

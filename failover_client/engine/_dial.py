@@ -11,6 +11,8 @@ the brokers of the attempt. It returns the first handshaken session, or raises o
   one misconfigured broker does not stop a client another broker accepts. At the end of a pass
   that found no broker, the run stops with that error instead of looping: users who share one
   set of credentials across the group want "wrong password", not an endless back-off.
+* :class:`ConfigurationError` when a connector refused its settings (an adapter chosen at the
+  first dial checks them there): the user's mistake, never retried.
 
 Every connect gets its own :class:`Cancel` token; :meth:`Dialer.cancel` (called by ``close()``)
 cancels the one in progress and every later one, so closing does not wait for a handshake with
@@ -30,6 +32,7 @@ from failover_client._errors import (
     AllBrokersFailed,
     AuthenticationFailed,
     BrokerUnavailable,
+    ConfigurationError,
     ConnectionFailure,
     TLSFailure,
 )
@@ -136,6 +139,11 @@ class Dialer:
             if token.cancelled:
                 raise Interrupted from exc
             self._pool.record_failure(address, exc, self._clock.monotonic())
+            raise
+        except ConfigurationError:
+            # The user's setting, not this broker: no retry can mend it, so it ends the run
+            # (connect() raises it) instead of counting as a broker failure.
+            slot.alive = False
             raise
         except Exception as exc:
             slot.alive = False
