@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trustme
 from failover_client.uri import BrokerAddress
 
 from failover_client import ConfigurationError, ConnectorSettings, FailoverOptions
@@ -90,3 +92,39 @@ def test_the_fake_builds_the_tls_context_a_real_adapter_would_for_a_tls_member()
         cancel=Cancel(),
     )
     assert repr(settings._tls) == "LazyTls(built=True)"
+
+
+def _client_files(tmp_path: Path) -> tuple[str, str, str]:
+    """(CA file, certificate file, key file of another identity)."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    mine = ca.issue_cert("client.example")
+    other = ca.issue_cert("other.example")
+    mine.cert_chain_pems[0].write_to_path(str(tmp_path / "client.pem"))
+    other.private_key_pem.write_to_path(str(tmp_path / "other.key"))
+    return str(tmp_path / "ca.pem"), str(tmp_path / "client.pem"), str(tmp_path / "other.key")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        StompConnector,
+        AmqpConnector,
+        lambda options: FakeConnector(settings=ConnectorSettings(options)),
+    ],
+    ids=["stomp", "amqp", "fake"],
+)
+def test_a_key_that_is_not_the_certificate_s_is_refused_by_every_adapter_at_construction(
+    build: Callable[[FailoverOptions], object], tmp_path: Path
+) -> None:
+    ca, cert, wrong_key = _client_files(tmp_path)
+    options = FailoverOptions(tls_ca_file=ca, tls_cert_file=cert, tls_key_file=wrong_key)
+    with pytest.raises(ConfigurationError, match=r"tls_cert_file .* cannot be loaded"):
+        build(options)
+
+
+def test_usable_files_build_the_amqp_domain_at_construction(tmp_path: Path) -> None:
+    ca, _, _ = _client_files(tmp_path)
+    connector = AmqpConnector(FailoverOptions(tls_ca_file=ca))
+    assert repr(connector._ssl_domain) == "LazyTls(built=True)"
+    assert repr(AmqpConnector()._ssl_domain) == "LazyTls(built=False)"
