@@ -170,7 +170,7 @@ class Sender:
 
         if not self._cond.wait_until(ready, deadline):
             reason = (
-                "confirmation window full"
+                self.outbox.why_full(size)
                 if state.state == "connected"
                 else f"not connected ({state.state})"
             )
