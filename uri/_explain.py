@@ -124,7 +124,7 @@ def _given(uri: FailoverURI, field: str) -> str | None:
     return uri.options.source_of(field)
 
 
-def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one check per known pitfall
+def _warnings(uri: FailoverURI) -> list[ExplainRow]:
     o = uri.options
     out: list[ExplainRow] = []
     if o.priority_backup and o.randomize and not o.policy:
