@@ -26,6 +26,7 @@ from failover_client import (
 from failover_client._clock import SystemClock
 from failover_client.adapter import Cancel, Received, SubscriptionSpec
 from failover_client.stomp import StompConnector, StompSession
+from tests.test_stomp_adapter_session import predictable_ids  # noqa: F401 - autouse
 
 WAIT = 10.0
 """Upper bound for waits on events that the code under test is bound to set."""

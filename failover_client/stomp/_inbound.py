@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ProtocolViolation
+from failover_client._throttle import LogThrottle
 from failover_client.stomp._batch import Outcome
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -40,7 +41,7 @@ _HANDSHAKE_SNIFF = 32
 """Bytes of the broker's first answer kept to tell a STOMP reply from junk."""
 
 _UNKNOWN_RECEIPT_LOG_INTERVAL = 10.0
-"""Seconds between log lines about RECEIPTs for unknown ids: a flood must not flood the log."""
+"""Seconds between log lines about RECEIPTs that answer nothing: a flood must not flood the log."""
 
 
 class FrameEvents:
@@ -51,7 +52,9 @@ class FrameEvents:
         self._outbound = outbound
         self._sniffed = b""
         self._sniff_done = False
-        self._next_unknown_log = float("-inf")
+        self._throttle = LogThrottle(
+            _log, interval=_UNKNOWN_RECEIPT_LOG_INTERVAL, clock=state.clock.monotonic
+        )
 
     # -- stomp.py's listener interface -------------------------------------------------------
 
@@ -90,31 +93,34 @@ class FrameEvents:
         if group is not None and group.is_ours(receipt):
             outcome = group.committed(receipt)
             if outcome is None:
-                self._unknown_receipt(receipt)
+                state.receipts.note_unknown()
+                self._unanswerable(receipt)
             else:
                 self._settle(outcome)
             return
-        completion = state.receipts.confirm(receipt)
+        completion = state.receipts.confirm(receipt)  # counts what it ignores
         if completion is None:
-            self._unknown_receipt(receipt)
+            self._unanswerable(receipt)
         else:
             state.complete(completion)
 
-    def _unknown_receipt(self, receipt: str) -> None:
-        """Count a RECEIPT that answers nothing; log it at most once per interval."""
+    def _unanswerable(self, receipt: str) -> None:
+        """Log a RECEIPT that confirms nothing, at most once per interval, with the counts.
+
+        It names an id no frame carried yet (a peer answering ahead: ignored, or it would
+        confirm a send the broker never stored), or none outstanding (a stale or made-up id).
+        """
         state = self._state
-        count = state.receipts.note_unknown()
-        now = state.clock.monotonic()
-        if now < self._next_unknown_log:
-            return
-        self._next_unknown_log = now + _UNKNOWN_RECEIPT_LOG_INTERVAL
-        _log.warning(
-            "%s: RECEIPT for %s, which no frame asked for (%d such so far; "
-            "logged at most every %g s)",
+        receipts = state.receipts
+        self._throttle.log(
+            logging.WARNING,
+            "receipt",
+            "%s: RECEIPT for %s, which no frame asked for (ignored; %d for ids never handed out"
+            " or answered already, %d for ids not written yet, so far)",
             state.broker,
             redact(repr(receipt[:40]), state.secrets),
-            count,
-            _UNKNOWN_RECEIPT_LOG_INTERVAL,
+            receipts.unknown,
+            receipts.premature,
         )
 
     def on_error(self, frame: Any) -> None:
@@ -281,7 +287,7 @@ class FrameEvents:
             return
         completions: list[Completion] = []
         for send in sends:
-            completion = self._state.receipts.confirm(send.receipt)
+            completion = self._state.receipts.committed(send.receipt)
             if completion is not None:
                 completions.append(completion)
         self._state.complete(completions)
