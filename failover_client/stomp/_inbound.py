@@ -52,6 +52,10 @@ class FrameEvents:
         self._outbound = outbound
         self._sniffed = b""
         self._sniff_done = False
+        self._refused_by: BrokerRefused | None = None
+        """The first ERROR that named no frame of ours and did not end the session at once
+        (one inside a transaction): a close that follows was the broker refusing a frame.
+        Only the I/O thread reads and writes it (ERROR and the disconnection arrive there)."""
         self._throttle = LogThrottle(
             _log, interval=_UNKNOWN_RECEIPT_LOG_INTERVAL, clock=state.clock.monotonic
         )
@@ -59,11 +63,7 @@ class FrameEvents:
     # -- stomp.py's listener interface -------------------------------------------------------
 
     def on_connected(self, frame: Any) -> None:
-        state = self._state
-        with state.lock:
-            if state.phase == "connecting" and state.connected_headers is None:
-                state.connected_headers = dict(frame.headers)
-        state.handshake_done.set()
+        self._state.note_connected(dict(frame.headers))
 
     def on_message(self, frame: Any) -> None:
         state = self._state
@@ -126,9 +126,7 @@ class FrameEvents:
     def on_error(self, frame: Any) -> None:
         state = self._state
         headers, body = frame.headers, frame.body
-        with state.lock:
-            connecting = state.phase == "connecting"
-        if connecting:
+        if state.current_phase() == "connecting":
             lose(
                 state,
                 connect_error_from_frame(headers, body, broker=state.broker, secrets=state.secrets),
@@ -157,13 +155,9 @@ class FrameEvents:
             # group commit runs on, reports it so and keeps the connection: the oldest
             # unanswered run is now in doubt and its sends go again alone (see _batch), where
             # the broker's answer names the one it refuses. Not the end of the session.
-            cause = self._error_cause(headers, body)
-            with state.lock:
-                first = state.refused_by is None
-                if first:
-                    state.refused_by = cause
-            if first:  # ActiveMQ sends one per chunk of a frame it could not parse
-                _log.warning("%s", cause)
+            if self._refused_by is None:  # ActiveMQ sends one per chunk of a bad frame
+                self._refused_by = self._error_cause(headers, body)
+                _log.warning("%s", self._refused_by)
             return
         if receipt is not None and state.receipts.is_ours(receipt):
             # The ERROR names the frame it refuses (a SEND, a SUBSCRIBE): that frame has its
@@ -190,14 +184,11 @@ class FrameEvents:
     def on_disconnected(self) -> None:
         state = self._state
         state.bye.set()
-        with state.lock:
-            connecting = state.phase == "connecting"
-            answered = state.connected_headers is not None
+        connecting, answered = state.answered()
         detail = ""
         if connecting and self._sniffed and not answered:
             detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
-        with state.lock:
-            refused_by = state.refused_by
+        refused_by = self._refused_by
         cause: BrokerUnavailable
         if refused_by is not None and not connecting:
             cause = BrokerRefused(

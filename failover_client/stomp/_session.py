@@ -149,8 +149,7 @@ class StompSession:
 
     @property
     def is_open(self) -> bool:
-        with self._state.lock:
-            return self._state.phase == "open"
+        return self._state.current_phase() == "open"
 
     # -- the session's life ----------------------------------------------------------------
 
@@ -246,8 +245,7 @@ class StompSession:
 
     def __repr__(self) -> str:
         state = self._state
-        with state.lock:
-            phase = state.phase
+        phase = state.current_phase()
         receipts = state.receipts
         unknown, premature = receipts.unknown, receipts.premature
         return (
