@@ -111,6 +111,37 @@ def test_byte_budget_limits_the_window_but_lets_one_large_message_through():
         assert [len(m.body) for m in session.sent] == [20, 5]
 
 
+def test_a_send_held_by_the_byte_bound_says_so_when_it_times_out():
+    # maxCacheSize bounds the bytes of the confirmation window too: a timeout that blamed the
+    # window (1024 sends) while two sends were in flight would send the reader to the wrong
+    # option.
+    rig = make((A,), autojump=False, auto_confirm=False, confirm_window=1024, max_cache_size=10)
+    with running(rig):
+        rig.conn.send_async("/queue/q", b"x" * 8)
+        blocked = in_thread(rig, lambda: rig.conn.send_async("/queue/q", b"y" * 5, timeout=3.0))
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(3.0)
+        assert blocked.done.wait(5)
+        assert isinstance(blocked.error, SendTimeout)
+        message = str(blocked.error)
+        assert "maxCacheSize=10" in message
+        assert "8 bytes" in message
+        assert "1 send(s)" in message
+        assert "c-2" in message
+
+
+def test_a_send_held_by_the_count_bound_names_confirm_window():
+    rig = make((A,), autojump=False, auto_confirm=False, confirm_window=1)
+    with running(rig):
+        rig.conn.send_async("/queue/q", b"1")
+        blocked = in_thread(rig, lambda: rig.conn.send_async("/queue/q", b"2", timeout=3.0))
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(3.0)
+        assert blocked.done.wait(5)
+        assert "confirmWindow=1" in str(blocked.error)
+        assert "maxCacheSize" not in str(blocked.error)
+
+
 def test_send_while_disconnected_blocks_then_times_out():
     rig = make((A,), autojump=False, initial_reconnect_delay=20.0, timeout=5.0)
     with running(rig):

@@ -334,7 +334,7 @@ def test_handshake_bytes_tell_stomp_from_junk(data: bytes, verdict: bool | None)
 
 
 def test_receipts_complete_exactly_once() -> None:
-    book = ReceiptBook()
+    book = ReceiptBook(nonce="")
     outcomes: list[tuple[str, BaseException | None]] = []
     r1 = book.add(lambda e: outcomes.append(("r1", e)))
     r2 = book.add(lambda e: outcomes.append(("r2", e)))
@@ -351,11 +351,11 @@ def test_receipts_complete_exactly_once() -> None:
     assert outcomes == [("r2", None), ("r1", rejection), ("r3", lost)]
     assert book.add(lambda e: None) is None
     assert book.closed_by is lost
-    assert repr(book) == "ReceiptBook(outstanding=0, unknown=0, failed)"
+    assert repr(book) == "ReceiptBook(outstanding=0, unknown=1, premature=0, failed)"
 
 
 def test_discard_tells_whether_the_receipt_was_still_waiting() -> None:
-    book = ReceiptBook()
+    book = ReceiptBook(nonce="")
     receipt = book.add(lambda e: None)
     assert receipt is not None
     assert book.discard(receipt) is True
@@ -365,7 +365,7 @@ def test_discard_tells_whether_the_receipt_was_still_waiting() -> None:
 
 
 def test_a_raising_callback_is_reported_and_the_rest_still_run() -> None:
-    book = ReceiptBook()
+    book = ReceiptBook(nonce="")
     seen: list[object] = []
 
     def boom(_: BaseException | None) -> None:

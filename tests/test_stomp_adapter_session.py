@@ -30,10 +30,20 @@ from failover_client import (
     TLSFailure,
 )
 from failover_client.adapter import Cancel, Received, SubscriptionSpec
-from failover_client.stomp import StompConnector, StompSession
+from failover_client.stomp import StompConnector, StompSession, _receipts
 from failover_client.stomp._teardown import BYE_SILENCE
 
+REAL_NONCE = _receipts.new_nonce
+
 ADDRESS = BrokerAddress("stomp", "b1", 61613)
+
+
+@pytest.fixture(autouse=True)
+def predictable_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Receipt and transaction ids without their random nonce (``fc-1``, ``fx-1``), so tests
+    can name them; the tests of the nonce itself put the real one back (``REAL_NONCE``)."""
+    monkeypatch.setattr(_receipts, "new_nonce", lambda: "")
+
 
 CONNECTED = {"version": "1.2", "heart-beat": "0,0", "server": "test"}
 
@@ -400,6 +410,33 @@ def test_sends_with_receipts_confirm_each_once_and_many_may_be_outstanding() -> 
     assert type(outcomes[2][1]) is BrokerUnavailable  # not refused: the engine replays it
     assert session.outstanding == 0
     assert [type(c) for c in h.listener.lost] == [BrokerUnavailable]
+
+
+def test_receipt_ids_carry_a_random_nonce_so_a_peer_cannot_answer_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A peer that sends RECEIPT fc-1, fc-2, ... before (or without) reading our SENDs would
+    # confirm messages the broker never stored if it could guess the ids.
+    monkeypatch.setattr(_receipts, "new_nonce", REAL_NONCE)
+    h = Harness()
+    session = h.connect()
+    outcomes: list[BaseException | None] = []
+    session.send("/queue/a", b"x", {}, outcomes.append)
+    (_, headers, _) = h.transport.frames[-1]
+    receipt = headers["receipt"]
+    assert receipt.startswith("fc-")
+    assert receipt != "fc-1"
+    for guess in ("fc-1", "fc-0", "1"):
+        h.transport.play("receipt", {"receipt-id": guess})
+    assert outcomes == []
+    assert session.unknown_receipts == 3
+    h.transport.play("receipt", {"receipt-id": receipt})
+    assert outcomes == [None]
+    h2 = Harness()
+    h2.connect().send("/queue/a", b"x", {}, outcomes.append)
+    other = h2.transport.frames[-1][1]["receipt"]
+    assert other.startswith("fc-")  # a new nonce per session
+    assert other != receipt
 
 
 def test_a_subscribe_with_a_receipt_is_confirmed_or_refused_by_name() -> None:

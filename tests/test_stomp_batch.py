@@ -23,8 +23,14 @@ from failover_client import (
     SendRejected,
 )
 from failover_client.net._writer import FrameWriter
+from failover_client.stomp import _receipts
 from failover_client.stomp._batch import GroupCommit, PendingSend, batching_supported
-from tests.test_stomp_adapter_session import Harness, ScriptedTransport
+from tests.test_stomp_adapter_session import (
+    REAL_NONCE,
+    Harness,
+    ScriptedTransport,
+    predictable_ids,  # noqa: F401 - autouse: ids without their nonce
+)
 
 ACTIVEMQ = {"version": "1.2", "heart-beat": "0,0", "server": "ActiveMQ/5.17.2"}
 
@@ -458,3 +464,69 @@ def test_after_a_refusal_only_the_run_in_doubt_may_hold_the_culprit() -> None:
     assert "never read by the broker" in str(out.results[3])
     (cause,) = h.listener.lost
     assert isinstance(cause, BrokerRefused)
+
+
+# --- receipts the broker cannot have meant -----------------------------------------------------
+
+
+def test_a_receipt_naming_a_batched_send_confirms_nothing_until_it_went_out_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A batched send's own receipt id is not on the wire: its transaction's COMMIT answers
+    # for it. A peer naming it (ahead of the SEND, or inside a transaction not committed yet)
+    # would otherwise confirm a message the broker never stored: a silent loss.
+    h, t, session = _session()
+    out = Outcomes()
+    for n in range(1, 4):
+        session.send("/queue/q", b"m%d" % n, {}, out.callback(n))
+    t.play("receipt", {"receipt-id": "fc-2"})  # before anything was written
+    assert t.write_all()[0] == "BEGIN transaction=fx-tx-1"
+    t.play("receipt", {"receipt-id": "fc-2"})  # written, but inside the uncommitted transaction
+    assert out.results == {}
+    assert session.premature_receipts == 2
+    assert "premature_receipts=2" in repr(session)
+    t.play("disconnected")  # the COMMIT never came: nothing of the run was stored
+    assert {n: type(e) for n, e in out.results.items()} == {
+        1: BrokerUnavailable,
+        2: BrokerUnavailable,
+        3: BrokerUnavailable,
+    }
+    lines = [r.getMessage() for r in caplog.records if "RECEIPT for 'fc-2'" in r.getMessage()]
+    assert len(lines) == 1  # the repeat is counted, not logged again within the interval
+    assert "not written yet" in lines[0]
+    assert len(h.listener.lost) == 1
+
+
+def test_a_send_written_alone_is_confirmed_by_its_own_receipt() -> None:
+    _h, t, session = _session()
+    out = Outcomes()
+    session.send("/queue/q", b"a", {}, out.callback(1))
+    assert t.write_all() == ["SEND receipt=fc-1"]
+    t.play("receipt", {"receipt-id": "fc-1"})
+    assert out.results == {1: None}
+    assert session.premature_receipts == 0
+
+
+def test_commit_ids_are_unguessable_so_a_made_up_commit_receipt_confirms_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_receipts, "new_nonce", REAL_NONCE)
+    _h, t, session = _session()
+    out = Outcomes()
+    for n in range(1, 3):
+        session.send("/queue/q", b"m%d" % n, {}, out.callback(n))
+    t.write_all()
+    commit = t.wire[-1][1]["receipt"]
+    assert commit.startswith("fx-")
+    assert commit != "fx-1"
+    for guess in ("fx-1", "fc-1", "fc-2"):
+        t.play("receipt", {"receipt-id": guess})
+    assert out.results == {}
+    assert session.unknown_receipts == 3
+    t.play("receipt", {"receipt-id": commit})
+    assert out.results == {1: None, 2: None}
+    _h2, t2, _session2 = _session()
+    _session2.send("/queue/q", b"x", {}, Outcomes().callback(1))
+    _session2.send("/queue/q", b"y", {}, Outcomes().callback(2))
+    t2.write_all()
+    assert t2.wire[-1][1]["receipt"] != commit  # a new nonce per session

@@ -25,7 +25,11 @@ from failover_client import (
 )
 from failover_client._clock import SystemClock
 from failover_client.adapter import Cancel, Received, SubscriptionSpec
-from failover_client.stomp import StompConnector, StompSession
+from failover_client.stomp import StompConnector, StompSession, _receipts
+from tests.test_stomp_adapter_session import (  # noqa: F401 - predictable_ids: autouse
+    REAL_NONCE,
+    predictable_ids,
+)
 
 WAIT = 10.0
 """Upper bound for waits on events that the code under test is bound to set."""
@@ -333,6 +337,43 @@ def test_unknown_receipts_are_counted_and_logged_sparingly(
     assert "'junk-0'" in lines[0].getMessage()
     assert session.is_open
     assert listener.causes == []
+    session.close()
+
+
+def test_a_peer_that_answers_guessed_receipt_ids_confirms_nothing(
+    peers: Callable[[Script], Peer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A peer that answers RECEIPT fc-0 ... fc-99 (how a naive client numbers its frames) would
+    # confirm sends it never stored; with a nonce per session it cannot name one.
+    monkeypatch.setattr(_receipts, "new_nonce", REAL_NONCE)
+
+    def guess_then_answer(conn: socket.socket) -> None:
+        frame = b""
+        while b"\x00" not in frame:  # the SEND
+            frame += conn.recv(4096)
+        receipt = next(
+            line.split(b":", 1)[1] for line in frame.split(b"\n") if line.startswith(b"receipt:")
+        )
+        guesses = b"".join(b"RECEIPT\nreceipt-id:fc-%d\n\n\x00" % n for n in range(100))
+        # The real answer last: frames are read in order, so it comes after every guess.
+        conn.sendall(guesses + b"RECEIPT\nreceipt-id:" + receipt + b"\n\n\x00")
+        peer.read_until_eof(conn)
+
+    peer = peers(guess_then_answer)
+    listener = Lost()
+    session = connect(peer, listener, cue=False, confirm_mode="receipt")
+    confirmed = threading.Event()
+    ignored_before: list[int] = []
+
+    def done(outcome: BaseException | None) -> None:
+        assert outcome is None
+        ignored_before.append(session.unknown_receipts)
+        confirmed.set()
+
+    session.send("/queue/a", b"x", {}, done)
+    assert confirmed.wait(WAIT)
+    assert ignored_before == [100]  # confirmed by its own receipt, after every guess
+    assert session.unknown_receipts == 100
     session.close()
 
 

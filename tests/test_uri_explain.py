@@ -84,7 +84,6 @@ def test_options_without_effect_warn():
         "priorityURIs",
         "backupPoolSize",
         "maxReconnectDelay",
-        "maxCacheSize",
         "rebalanceUpdateURIs",
         "maxReconnectAttempts",
     }

@@ -124,7 +124,7 @@ def _given(uri: FailoverURI, field: str) -> str | None:
     return uri.options.source_of(field)
 
 
-def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one check per known pitfall
+def _warnings(uri: FailoverURI) -> list[ExplainRow]:
     o = uri.options
     out: list[ExplainRow] = []
     if o.priority_backup and o.randomize and not o.policy:
@@ -146,10 +146,6 @@ def _warnings(uri: FailoverURI) -> list[ExplainRow]:  # noqa: PLR0912 - one chec
             name = _given(uri, field)
             if name:
                 out.append(_warning(name, f"{name} has no effect when back-off is switched off"))
-    if _given(uri, "max_cache_size") and not o.track_messages:
-        out.append(
-            _warning("maxCacheSize", "maxCacheSize has no effect without trackMessages=true")
-        )
     if _given(uri, "rebalance_update_uris") and o.update_uris_url is None:
         out.append(
             _warning(

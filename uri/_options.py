@@ -116,14 +116,16 @@ class FailoverOptions:
     timeout: float | None = None
     """How long a send may block while disconnected or unconfirmed; None blocks forever."""
     confirm_window: int = 1024
-    """Outstanding unconfirmed sends per connection before ``send`` waits."""
+    """Outstanding unconfirmed sends per connection before ``send`` waits (their bytes are
+    bounded by ``max_cache_size`` as well)."""
     confirm_mode: ConfirmMode = "auto"
     """``receipt``: one receipt per send; ``transaction``: sends written together share one
     transaction, confirmed by its COMMIT's receipt (group commit); ``auto``: group commit where
     the broker is known to make it safe (ActiveMQ Classic 5.14+), receipts elsewhere."""
     track_messages: bool = False
     max_cache_size: int = 131_072
-    """Bytes of unconfirmed message bodies kept for replay after failover."""
+    """Bytes of unconfirmed message bodies per connection: the byte bound of the confirmation
+    window, and of the tracked fire-and-forget sends kept for replay after failover."""
 
     # --- standby connections -------------------------------------------------------------------
     backup: bool = False

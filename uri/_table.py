@@ -187,7 +187,9 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _c("trackMessages", ("track_messages",), "bool", "false",
        "Keep unconfirmed messages so they can be replayed after a failover."),
     _c("maxCacheSize", ("max_cache_size",), "non_negative_int", "131072",
-       "Bytes of unconfirmed messages kept for replay when trackMessages=true."),
+       "Byte bound of the unconfirmed sends per connection: a confirmed send waits while this "
+       "many bytes await confirmation (one larger send goes alone); with trackMessages=true, "
+       "tracked sends past it are evicted oldest first and not replayed."),
     _c("updateURIsSupported", ("update_uris_supported",), "bool", "true",
        "Accept broker lists pushed by the cluster (updateClusterClients)."),
     _c("reconnectSupported", ("reconnect_supported",), "bool", "true",
@@ -300,7 +302,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "Fraction (0..1) of each delay that is randomised so clients do not reconnect in "
        "lock-step."),
     _f("confirmWindow", ("confirm_window",), "positive_int", "1024",
-       "Unconfirmed sends allowed per connection before send waits."),
+       "Unconfirmed sends allowed per connection before send waits; their bytes are bounded "
+       "by maxCacheSize as well (the default 131072 holds 128 sends of 1 KiB)."),
     _f("confirmMode", ("confirm_mode",), "confirm_mode", "auto",
        "receipt: one receipt per send; transaction: sends written together share one "
        "transaction and its COMMIT receipt (group commit); auto: group commit on ActiveMQ "

@@ -9,9 +9,10 @@ is lost and every duplicate is recognisable by its id.
 Two kinds of entries:
 
 * ``confirmed``: sends whose caller waits for (or holds a future of) the confirmation. They are
-  bounded by the window: at most ``confirm_window`` messages and ``max_cache_size`` bytes
-  outstanding (one message larger than the byte budget is let through alone, or it could never
-  be sent); a send that does not fit waits, which is the backpressure.
+  bounded by the window, which has two bounds: at most ``confirm_window`` messages *and* at most
+  ``max_cache_size`` bytes outstanding (one message larger than the byte budget is let through
+  alone, or it could never be sent); a send that does not fit waits, which is the
+  backpressure, and its timeout names the bound that held it (:meth:`Outbox.why_full`).
 * ``tracked``: fire-and-forget sends with ``track_messages=True``. Confirmation is requested so
   they can be forgotten once the broker has them, but nobody waits: they never block, and when
   their bytes exceed ``max_cache_size`` the oldest are evicted and will not be replayed
@@ -123,6 +124,24 @@ class Outbox:
             return True
         return (
             self._confirmed_count < self._window and self._confirmed_bytes + size <= self._max_bytes
+        )
+
+    def why_full(self, size: int) -> str:
+        """Which bound holds a confirmed send of ``size`` bytes back, in the options' names.
+
+        Both bounds hold every confirmed send: a window of 1024 sends of 64 KiB would be
+        64 MiB in flight, so the bytes are bounded as well, and with the default budget
+        (128 KiB) the byte bound is the one a send of more than 128 bytes meets first.
+        """
+        if self._confirmed_count >= self._window:
+            return (
+                f"confirmation window full: {self._confirmed_count} send(s) await confirmation "
+                f"(confirmWindow={self._window})"
+            )
+        return (
+            f"confirmation window full: {self._confirmed_count} send(s) of "
+            f"{self._confirmed_bytes} bytes await confirmation and this one has {size} "
+            f"(maxCacheSize={self._max_bytes} bounds the bytes in flight)"
         )
 
     def add(self, message: OutboundMessage, session: object) -> list[OutboundMessage]:

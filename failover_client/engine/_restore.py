@@ -8,31 +8,32 @@ is emitted, and it is never restored elsewhere. A broker that ends the session o
 naming it is found by the poison rule of :mod:`~failover_client.engine._poison`: suspects are
 restored one at a time on the next session, before the others.
 
-Runs under the connection's lock and each slot's ``io_lock`` like the rest of
-:class:`~failover_client.engine._state.ConnectionState` (``io_lock`` -> lock); events are emitted
-after the lock is released.
+:class:`SubscriptionKeeper` owns the subscriptions (the registry, and which of them each
+session was asked for and has answered) and offers operations on them; the connection state
+asks it what to restore on a new session and what a lost one leaves unanswered, and it asks the
+connection (:class:`~failover_client.engine._slot.Lifecycle`) only whether a session is current
+and whether the connection is over. It runs under the connection's one lock and each slot's
+``io_lock`` (``io_lock`` -> lock); events are emitted after the lock is released.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING
 
+from failover_client._clock import Clock
 from failover_client._errors import (
     ConfigurationError,
     ConnectionFailure,
     SubscriptionRefused,
 )
-from failover_client._events import SubscriptionFailed
+from failover_client._events import Event, SubscriptionFailed
 from failover_client.adapter import SubscriptionSpec
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison
-from failover_client.engine._slot import Slot
-from failover_client.engine._subscriptions import Subscription
-
-if TYPE_CHECKING:
-    from failover_client.engine._state import ConnectionState
+from failover_client.engine._slot import Lifecycle, Slot
+from failover_client.engine._subscriptions import Subscription, SubscriptionRegistry
+from failover_client.engine._sync import ClockCondition
 
 __all__ = ["SubscriptionKeeper"]
 
@@ -42,9 +43,58 @@ _log = logging.getLogger("failover_client")
 class SubscriptionKeeper:
     """Writes, confirms, restores and refuses the subscriptions of one connection."""
 
-    def __init__(self, state: ConnectionState) -> None:
-        self._state = state
-        self._cond = state.cond
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        cond: ClockCondition,
+        lifecycle: Lifecycle,
+        emit: Callable[[Event], None],
+    ) -> None:
+        self._clock = clock
+        self._cond = cond
+        self._life = lifecycle
+        self._emit = emit
+        self._registry = SubscriptionRegistry()
+
+    # --- the registry (its own lock: the dispatch thread reads it without the connection's) --
+
+    def new_id(self) -> str:
+        return self._registry.new_id()
+
+    def add(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` (ConfigurationError for an id in use)."""
+        self._registry.add(subscription)
+
+    def get(self, subscription_id: str) -> Subscription | None:
+        return self._registry.get(subscription_id)
+
+    def __len__(self) -> int:
+        return len(self._registry)
+
+    # --- what each session was asked (lock held) ---------------------------------------------
+
+    def claim(self, slot: Slot, subscription_id: str) -> None:
+        """``subscription_id`` is about to be written to ``slot`` (its caller writes it)."""
+        slot.subscribed.add(subscription_id)
+
+    def claim_missing(self, slot: Slot) -> list[SubscriptionSpec]:
+        """The subscriptions ``slot`` was never asked for, in creation order, now claimed."""
+        specs = [s for s in self._registry.specs() if s.id not in slot.subscribed]
+        slot.subscribed.update(s.id for s in specs)
+        return specs
+
+    def release(self, subscription_id: str, slot: Slot | None) -> bool:
+        """Forget ``subscription_id``; whether ``slot`` was asked for it (so must drop it)."""
+        self._registry.remove(subscription_id)
+        if slot is None or subscription_id not in slot.subscribed:
+            return False
+        slot.subscribed.discard(subscription_id)
+        return True
+
+    def unanswered(self, slot: Slot) -> int:
+        """How many subscriptions ``slot`` has neither confirmed nor refused."""
+        return len(slot.pending_subs)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -58,7 +108,7 @@ class SubscriptionKeeper:
         try:
             session.subscribe(spec, partial(self._answered, slot, spec.id))
         except ConnectionFailure as exc:
-            self._state.slot_lost(slot, exc)
+            self._life.slot_lost(slot, exc)
             return False
         return True
 
@@ -86,27 +136,27 @@ class SubscriptionKeeper:
         False when the slot died or the connection ended meanwhile. A broker that takes longer
         is slow, not refusing: the caller goes on.
         """
-        state = self._state
+        life = self._life
         waiting = None if ids is None else frozenset(ids)
 
         def answered() -> bool:
-            if not slot.alive or state.state in state.TERMINAL:
+            if not slot.alive or life.is_over():
                 return True
             pending = slot.pending_subs
             return not pending if waiting is None else pending.isdisjoint(waiting)
 
         with self._cond:
-            self._cond.wait_until(answered, state.clock.monotonic() + PROBE_TIMEOUT)
-            return slot.alive and state.state not in state.TERMINAL
+            self._cond.wait_until(answered, self._clock.monotonic() + PROBE_TIMEOUT)
+            return slot.alive and not life.is_over()
 
     def _wanted(self, spec: SubscriptionSpec) -> bool:
         # Unsubscribed (or refused) meanwhile: unsubscribe() waits for io_lock, but may have
         # run before the caller took it.
         with self._cond:
-            return self._state.subscriptions.get(spec.id) is not None
+            return self._registry.get(spec.id) is not None
 
     def _is_suspect(self, subscription_id: str) -> bool:
-        subscription = self._state.subscriptions.get(subscription_id)
+        subscription = self._registry.get(subscription_id)
         return subscription is not None and subscription.suspect
 
     # --- answers -----------------------------------------------------------------------------
@@ -120,7 +170,7 @@ class SubscriptionKeeper:
             if subscription_id not in slot.pending_subs:
                 return
             slot.pending_subs.discard(subscription_id)
-            subscription = self._state.subscriptions.get(subscription_id)
+            subscription = self._registry.get(subscription_id)
             if subscription is not None:
                 if outcome is None:
                     subscription.losses = 0  # a broker accepted it: it is not poison
@@ -130,7 +180,7 @@ class SubscriptionKeeper:
             self._cond.notify_all()
         if failed is not None:
             _log.error("subscription %s refused: %s", subscription_id, failed.error)
-            self._state.emit(failed)
+            self._emit(failed)
 
     def blame_loss(
         self, slot: Slot, cause: BaseException, *, alone: bool
@@ -140,9 +190,7 @@ class SubscriptionKeeper:
         ``alone``: nothing else was unconfirmed on the slot. Returns the event of the one
         subscription this loss made poison (already removed); emit it after the lock.
         """
-        unanswered = [
-            s for i in slot.pending_subs if (s := self._state.subscriptions.get(i)) is not None
-        ]
+        unanswered = [s for i in slot.pending_subs if (s := self._registry.get(i)) is not None]
         for subscription in unanswered:
             subscription.losses += 1
             # A suspect after any loss, refusal or not: a broker that resets the connection
@@ -162,15 +210,15 @@ class SubscriptionKeeper:
 
     def exonerate(self) -> None:
         """Clear every suspicion (lock held): the loss that raised them found its poison."""
-        for spec in self._state.subscriptions.specs():
-            subscription = self._state.subscriptions.get(spec.id)
+        for spec in self._registry.specs():
+            subscription = self._registry.get(spec.id)
             if subscription is not None:
                 subscription.suspect = False
 
     def _refuse_locked(
         self, subscription: Subscription, slot: Slot, error: BaseException
     ) -> SubscriptionFailed:
-        self._state.subscriptions.remove(subscription.id)
+        self._registry.remove(subscription.id)
         slot.subscribed.discard(subscription.id)
         subscription.error = error
         return SubscriptionFailed(
@@ -181,18 +229,18 @@ class SubscriptionKeeper:
 
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
         """Block until the current session confirmed ``subscription`` (see ``Subscription``)."""
-        state = self._state
-        deadline = None if timeout is None else state.clock.monotonic() + timeout
+        life = self._life
+        registry = self._registry
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
 
         def decided() -> bool:
-            if subscription.error is not None or state.state in state.TERMINAL:
+            if subscription.error is not None or life.is_over():
                 return True
-            if state.subscriptions.get(subscription.id) is not subscription:
+            if registry.get(subscription.id) is not subscription:
                 return True
-            slot = state.current
+            slot = life.connected_slot()
             return (
-                state.state == "connected"
-                and slot is not None
+                slot is not None
                 and subscription.id in slot.subscribed
                 and subscription.id not in slot.pending_subs
             )
@@ -204,9 +252,9 @@ class SubscriptionKeeper:
                 raise SubscriptionRefused(
                     str(error), subscription_id=subscription.id
                 ) from error.__cause__
-            if state.state in state.TERMINAL:
-                state.raise_unusable()
-            if state.subscriptions.get(subscription.id) is not subscription:
+            if life.is_over():
+                life.raise_unusable()
+            if registry.get(subscription.id) is not subscription:
                 raise ConfigurationError(f"subscription {subscription.id!r} was unsubscribed")
         if not done:
             raise TimeoutError(

@@ -1,9 +1,10 @@
 """The send path: write, confirm, wait, and replay unconfirmed sends on a new session.
 
 :class:`Sender` owns the :class:`Outbox` (the confirmation window and the replay list) and
-works under the lock of the :class:`~failover_client.engine._state.ConnectionState` it belongs
-to, with the same rules: session calls under the slot's ``io_lock`` and outside the lock,
-futures resolved outside it.
+the send counters, and offers operations on them; what it needs of the connection it asks
+through :class:`~failover_client.engine._slot.Lifecycle` (is there a session to write to, is the
+connection over). It works under the connection's one lock, with its rules: session calls
+under the slot's ``io_lock`` and outside the lock, futures resolved outside it.
 
 This is the hot path (measured against raw stomp.py): a send that finds the connection up and
 room in the window takes the lock once, allocates only its outbox entry and future, and does not
@@ -19,20 +20,21 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from failover_client._clock import Clock
 from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
-from failover_client.engine._slot import Slot
+from failover_client.engine._slot import Lifecycle, Slot
+from failover_client.engine._sync import ClockCondition
+from failover_client.uri import FailoverOptions
 
-if TYPE_CHECKING:
-    from failover_client.engine._state import ConnectionState
-
-__all__ = ["UNSET", "Sender", "Unset"]
+__all__ = ["UNSET", "SendCounters", "Sender", "Unset"]
 
 
 class Unset(enum.Enum):
@@ -44,22 +46,37 @@ class Unset(enum.Enum):
 UNSET = Unset.TOKEN
 
 
+@dataclass
+class SendCounters:
+    """What the send path counted (changed and read under the connection's lock)."""
+
+    sent: int = 0
+    confirmed: int = 0
+    rejected: int = 0
+    replayed: int = 0
+    evicted: int = 0
+
+
 class Sender:
     """Sends of one connection: submit, write, confirm, wait, flush, replay."""
 
-    def __init__(self, state: ConnectionState, message_ids: MessageIds) -> None:
-        options = state.options
-        self._state = state
-        # Bound once: the hot path reads them on every send.
-        self._cond = state.cond
-        self._stats = state.stats
-        self._clock = state.clock
+    def __init__(
+        self,
+        *,
+        options: FailoverOptions,
+        clock: Clock,
+        cond: ClockCondition,
+        lifecycle: Lifecycle,
+        message_ids: MessageIds,
+    ) -> None:
+        self._cond = cond
+        self._life = lifecycle
+        self._clock = clock
+        self._counters = SendCounters()
         # Infinity becomes None (forever); a NaN, which FailoverOptions lets through, is refused.
         self._timeout = check_timeout(options.timeout, name="options.timeout")
-        self._usable = state.USABLE
-        self._terminal = state.TERMINAL
         self._message_ids = message_ids
-        self.outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
+        self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
 
     def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> float | None:
         """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout).
@@ -113,16 +130,12 @@ class Sender:
         else:
             chosen_id, merged = self.headers_for(headers, message_id)
         size = len(body)
-        state = self._state
-        outbox = self.outbox
+        outbox = self._outbox
         with self._cond:
-            if state.state not in self._usable:
-                state.raise_unusable()
-            if state.state != "connected" or (kind == "confirmed" and not outbox.has_room(size)):
-                self._wait_ready(destination, size, kind, chosen_id, deadline)
-            slot = state.current
-            assert slot is not None  # state "connected" implies a current slot
-            self._stats.sent += 1
+            slot = self._life.connected_slot()
+            if slot is None or (kind == "confirmed" and not outbox.has_room(size)):
+                slot = self._wait_ready(destination, size, kind, chosen_id, deadline)
+            self._counters.sent += 1
             if kind == "untracked":
                 message = None
             else:
@@ -141,7 +154,7 @@ class Sender:
                     future=future,
                 )
                 evicted = outbox.add(message, slot)
-                self._stats.evicted += len(evicted)
+                self._counters.evicted += len(evicted)
         if message is None:
             self._write_untracked(slot, destination, body, merged)
         else:
@@ -156,27 +169,30 @@ class Sender:
         kind: str,
         message_id: str | None,
         deadline: float | None,
-    ) -> None:
-        """Wait (lock held) until a send can go out; raise when it never can."""
-        state = self._state
-        terminal = self._terminal
+    ) -> Slot:
+        """Wait (lock held) until a send can go out; the slot to write to, or raise."""
+        life = self._life
+        life.raise_unusable()
+        outbox = self._outbox
 
         def ready() -> bool:
-            if state.state in terminal:
+            if life.is_over():
                 return True
-            if state.state != "connected":
+            if life.connected_slot() is None:
                 return False
-            return kind != "confirmed" or self.outbox.has_room(size)
+            return kind != "confirmed" or outbox.has_room(size)
 
         if not self._cond.wait_until(ready, deadline):
             reason = (
-                "confirmation window full"
-                if state.state == "connected"
-                else f"not connected ({state.state})"
+                outbox.why_full(size)
+                if life.connected_slot() is not None
+                else f"not connected ({life.phase()})"
             )
             raise SendTimeout(f"send to {destination} timed out: {reason}", message_id=message_id)
-        if state.state not in self._usable:
-            state.raise_unusable()
+        life.raise_unusable()
+        slot = life.connected_slot()
+        assert slot is not None  # ready, and not over: connected
+        return slot
 
     def _write_untracked(
         self, slot: Slot, destination: str, body: bytes, headers: Mapping[str, str]
@@ -188,7 +204,7 @@ class Sender:
                 session.send(destination, body, headers, None)
             except ConnectionFailure as exc:
                 # Fire-and-forget without tracking: this message is lost with the session.
-                self._state.slot_lost(slot, exc)
+                self._life.slot_lost(slot, exc)
 
     def _write_locked(self, slot: Slot, message: OutboundMessage) -> None:
         """Write ``message`` to ``slot`` (caller holds ``slot.io_lock``)."""
@@ -205,7 +221,7 @@ class Sender:
             )
         except ConnectionFailure as exc:
             # Still in the outbox: it is replayed on the next session.
-            self._state.slot_lost(slot, exc)
+            self._life.slot_lost(slot, exc)
         except Exception as exc:  # noqa: BLE001 - the adapter refused this one message
             self._finish(message, exc)
 
@@ -225,12 +241,12 @@ class Sender:
 
     def _finish(self, message: OutboundMessage, error: BaseException | None) -> None:
         with self._cond:
-            if not self.outbox.settle(message):
+            if not self._outbox.settle(message):
                 return
             if error is None:
-                self._stats.confirmed += 1
+                self._counters.confirmed += 1
             else:
-                self._stats.rejected += 1
+                self._counters.rejected += 1
             self._cond.notify_all()
         if message.future is not None:
             if error is None:
@@ -247,7 +263,7 @@ class Sender:
         remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
         if not self._clock.wait(done, remaining):
             with self._cond:
-                abandoned = self.outbox.settle(message)
+                abandoned = self._outbox.settle(message)
                 if abandoned:
                     self._cond.notify_all()
             if abandoned:
@@ -264,23 +280,38 @@ class Sender:
 
     def flush(self, deadline: float | None) -> None:
         """Wait until every outstanding confirmation arrived."""
-        state = self._state
-        terminal = self._terminal
+        life = self._life
+        outbox = self._outbox
         with self._cond:
-            done = self._cond.wait_until(
-                lambda: len(self.outbox) == 0 or state.state in terminal, deadline
-            )
-            if state.state not in self._usable:
-                state.raise_unusable()
+            done = self._cond.wait_until(lambda: len(outbox) == 0 or life.is_over(), deadline)
+            life.raise_unusable()
             if not done:
-                raise SendTimeout(f"{len(self.outbox)} confirmation(s) still outstanding")
+                raise SendTimeout(f"{len(outbox)} confirmation(s) still outstanding")
+
+    # --- what the connection asks (lock held) ------------------------------------------------
+
+    def counters(self) -> SendCounters:
+        """A copy of the counters."""
+        return SendCounters(**vars(self._counters))
+
+    def in_flight(self) -> int:
+        """Messages awaiting their confirmation (or a replay)."""
+        return len(self._outbox)
+
+    def unconfirmed_on(self, slot: Slot) -> list[OutboundMessage]:
+        """The messages last written to ``slot`` and not confirmed, oldest first."""
+        return self._outbox.on(slot)
+
+    def drained(self, slot: Slot) -> bool:
+        """Whether nothing written to ``slot`` awaits its confirmation."""
+        return self._outbox.written_to(slot) == 0
 
     # --- sessions coming and going (called by the connection state) --------------------------
 
     def take_replay(self, slot: Slot) -> list[OutboundMessage]:
         """The unconfirmed messages not yet written to ``slot``, now assigned to it (lock held)."""
-        replay = self.outbox.take_for(slot)
-        self._stats.replayed += len(replay)
+        replay = self._outbox.take_for(slot)
+        self._counters.replayed += len(replay)
         return replay
 
     def replay_locked(self, slot: Slot, replay: Iterable[OutboundMessage]) -> None:
@@ -310,19 +341,19 @@ class Sender:
         if not alone or len(unconfirmed) != 1 or not is_poison(unconfirmed[0].losses, cause):
             return None
         poison = unconfirmed[0]
-        self.outbox.settle(poison)
-        self._stats.rejected += 1
+        self._outbox.settle(poison)
+        self._counters.rejected += 1
         self._cond.notify_all()
         return poison
 
     def exonerate(self) -> None:
         """Clear every suspicion (lock held): the loss that raised them found its poison."""
-        for message in self.outbox.pending():
+        for message in self._outbox.pending():
             message.suspect = False
 
     def suspects_waiting(self, slot: Slot) -> bool:
         """Whether the next message to replay to ``slot`` is a suspect (lock held)."""
-        message = self.outbox.first_not_on(slot)
+        message = self._outbox.first_not_on(slot)
         return message is not None and message.suspect
 
     def probe(self, slot: Slot) -> None:
@@ -331,23 +362,22 @@ class Sender:
         Stops at the first message that is no suspect (the rest is replayed at once), when
         ``slot`` dies, or when a confirmation takes longer than ``PROBE_TIMEOUT``.
         """
-        state = self._state
-        terminal = self._terminal
+        life = self._life
         while True:
             with self._cond:
-                if not slot.alive or state.state in terminal:
+                if not slot.alive or life.is_over():
                     return
-                message = self.outbox.first_not_on(slot)
+                message = self._outbox.first_not_on(slot)
                 if message is None or not message.suspect:
                     return
                 message.session = slot
                 message.writes += 1
-                self._stats.replayed += 1
+                self._counters.replayed += 1
             with slot.io_lock:
                 self._write_locked(slot, message)
 
             def settled(probed: OutboundMessage = message) -> bool:
-                return probed.done or not slot.alive or state.state in terminal
+                return probed.done or not slot.alive or life.is_over()
 
             with self._cond:
                 done = self._cond.wait_until(settled, self._clock.monotonic() + PROBE_TIMEOUT)
@@ -373,7 +403,7 @@ class Sender:
 
     def abandon(self) -> list[OutboundMessage]:
         """Forget every outstanding message (lock held); :meth:`fail` their futures after."""
-        return self.outbox.clear()
+        return self._outbox.clear()
 
     @staticmethod
     def fail(pending: Iterable[OutboundMessage], error: BaseException) -> None:

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 from failover_client.adapter import AdvertisedBrokers, Received, Session
 from failover_client.uri import BrokerAddress
 
-__all__ = ["Role", "Slot", "SlotEvents", "SlotListener"]
+__all__ = ["Lifecycle", "Role", "Slot", "SlotEvents", "SlotListener"]
 
 Role = Literal["dialing", "current", "standby", "retired"]
 
@@ -31,9 +31,11 @@ class Slot:
     alive: bool = True
     cause: BaseException | None = None
     subscribed: set[str] = field(default_factory=set)
-    """Subscriptions written to this session (confirmed or not)."""
+    """Subscriptions written to this session (confirmed or not); only the connection's
+    ``SubscriptionKeeper`` reads or changes it."""
     pending_subs: set[str] = field(default_factory=set)
-    """Subscriptions written to this session that it has neither confirmed nor refused."""
+    """Subscriptions written to this session that it has neither confirmed nor refused
+    (the ``SubscriptionKeeper``'s, like ``subscribed``)."""
     io_lock: threading.Lock = field(default_factory=threading.Lock)
     redirected: bool = False
     """The broker sent the client elsewhere: its end blames no frame (see ``_poison``)."""
@@ -44,6 +46,35 @@ class Slot:
 
     def __repr__(self) -> str:
         return f"<Slot #{self.number} {self.address} {self.role}{'' if self.alive else ' dead'}>"
+
+
+class Lifecycle(Protocol):
+    """What the send path and the subscriptions ask of the connection's state machine.
+
+    The :class:`~failover_client.engine._state.ConnectionState` owns the state and the
+    current session; the ``Sender`` and the ``SubscriptionKeeper`` own their own data and
+    only ask these questions (under the connection's one lock, except :meth:`slot_lost`).
+    """
+
+    def connected_slot(self) -> Slot | None:
+        """The current slot while new work may go out on it ("connected"), else None."""
+        ...
+
+    def is_over(self) -> bool:
+        """Whether the connection closed or gave up for good."""
+        ...
+
+    def phase(self) -> str:
+        """The state's name, for messages."""
+        ...
+
+    def raise_unusable(self) -> None:
+        """Raise the error of a state in which no call may wait for a session."""
+        ...
+
+    def slot_lost(self, slot: Slot, cause: BaseException) -> None:
+        """A write found ``slot``'s session dead (lock not held)."""
+        ...
 
 
 class SlotEvents(Protocol):

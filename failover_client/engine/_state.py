@@ -2,10 +2,20 @@
 
 Application threads (send, subscribe, ack, close), adapter I/O threads (confirmations, messages,
 losses), the dispatch thread (handlers) and the reconnect loop all meet here, under one lock
-(:class:`ClockCondition`, so waits run on the injected clock). :class:`ConnectionState` owns the
-state machine, the current and standby :class:`Slot` s, the subscriptions and their restore, and
-the end (give up, close); its :class:`~failover_client.engine._sender.Sender` owns the outbox and
-works under the same lock. Rules that keep it deadlock-free:
+(:class:`ClockCondition`, so waits run on the injected clock). The data is cut where it is owned,
+and each owner offers operations, never its fields:
+
+* :class:`ConnectionState`: the state machine, the current and standby :class:`Slot` s, the
+  connection's counters and the end (give up, close). It answers the others' questions through
+  :class:`~failover_client.engine._slot.Lifecycle` (a session to write to? over?).
+* its :class:`~failover_client.engine._sender.Sender`: the outbox (window, replay list) and the
+  send counters;
+* its :class:`~failover_client.engine._restore.SubscriptionKeeper`: the subscriptions and what
+  each session was asked for and answered.
+
+One lock for the three, because their invariants span them: a send registers in the outbox only
+while a session is current and connected, and an install moves the state to "connected" only
+once the keeper has restored and the sender has replayed. Rules that keep it deadlock-free:
 
 * Calls into a session happen outside the lock, under that session's ``io_lock``; a session may
   call back (confirm, lose) synchronously from inside such a call, and callbacks take only the
@@ -49,16 +59,11 @@ from failover_client.engine._outbox import MessageIds
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
-from failover_client.engine._subscriptions import (
-    Handler,
-    Message,
-    Subscription,
-    SubscriptionRegistry,
-)
+from failover_client.engine._subscriptions import Handler, Message, Subscription
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
 
-__all__ = ["ConnectionState", "State", "Stats"]
+__all__ = ["ConnectionCounters", "ConnectionState", "State", "Stats"]
 
 _log = logging.getLogger("failover_client")
 
@@ -67,8 +72,19 @@ _TERMINAL: tuple[State, ...] = ("failed", "closed")
 
 
 @dataclass
+class ConnectionCounters:
+    """What the connection itself counts (the send path counts the rest: ``SendCounters``)."""
+
+    failovers: int = 0
+    acks_dropped: int = 0
+    handler_errors: int = 0
+    unroutable: int = 0
+
+
+@dataclass
 class Stats:
-    """Counters shown by ``repr(connection)``."""
+    """Counters shown by ``repr(connection)`` and ``stats()``: the send path's and the
+    connection's together."""
 
     sent: int = 0
     confirmed: int = 0
@@ -107,8 +123,8 @@ class ConnectionState:
         self.state: State = "new"
         self.current: Slot | None = None
         self.standbys: list[Slot] = []
-        self.subscriptions = SubscriptionRegistry()
-        self.stats = Stats()
+        self.stats = ConnectionCounters()
+        """Changed and read under ``cond`` (the reconnect loop counts fail-overs here)."""
         self.error: BaseException | None = None
         """Why the reconnect loop gave up (state ``failed``); what ``connect()`` raises."""
         self._causes: dict[str, BaseException] = {}
@@ -117,8 +133,21 @@ class ConnectionState:
         """Set by close(): interrupts every wait of the reconnect loop."""
         self.wake = threading.Event()
         """Wakes the reconnect loop when something it watches changed."""
-        self.sender = Sender(self, message_ids)
-        self.keeper = SubscriptionKeeper(self)
+        self.sender = Sender(
+            options=options, clock=clock, cond=self.cond, lifecycle=self, message_ids=message_ids
+        )
+        self.keeper = SubscriptionKeeper(clock=clock, cond=self.cond, lifecycle=self, emit=emit)
+
+    # --- what the sender and the keeper ask (Lifecycle; lock held) ---------------------------
+
+    def connected_slot(self) -> Slot | None:
+        return self.current if self.state == "connected" else None
+
+    def is_over(self) -> bool:
+        return self.state in _TERMINAL
+
+    def phase(self) -> str:
+        return self.state
 
     # --- refusing work -----------------------------------------------------------------------
 
@@ -164,8 +193,9 @@ class ConnectionState:
         durable_name: str | None,
         headers: Mapping[str, str] | None,
     ) -> Subscription:
+        keeper = self.keeper
         spec = SubscriptionSpec(
-            id=subscription_id or self.subscriptions.new_id(),
+            id=subscription_id or keeper.new_id(),
             destination=destination,
             ack=ack,
             durable_name=durable_name,
@@ -175,13 +205,13 @@ class ConnectionState:
         with self.cond:
             if self.state in _TERMINAL:
                 self.raise_unusable()
-            self.subscriptions.add(subscription)
-            slot = self.current if self.state == "connected" else None
+            keeper.add(subscription)
+            slot = self.connected_slot()
             if slot is not None:
-                slot.subscribed.add(spec.id)
+                keeper.claim(slot, spec.id)
         if slot is not None:
             with slot.io_lock:
-                self.keeper.write(slot, spec)
+                keeper.write(slot, spec)
         return subscription
 
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
@@ -189,11 +219,8 @@ class ConnectionState:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self.cond:
-            self.subscriptions.remove(subscription.id)
             slot = self.current
-            active = slot is not None and subscription.id in slot.subscribed
-            if slot is not None:
-                slot.subscribed.discard(subscription.id)
+            active = self.keeper.release(subscription.id, slot)
         if active and slot is not None:
             self._call(slot, lambda session: session.unsubscribe(subscription.id))
 
@@ -211,7 +238,7 @@ class ConnectionState:
 
     def deliver(self, slot: Slot, received: Received) -> None:
         """Run the handler for ``received`` (dispatch thread)."""
-        subscription = self.subscriptions.get(received.subscription_id)
+        subscription = self.keeper.get(received.subscription_id)
         if subscription is None:
             with self.cond:
                 self.stats.unroutable += 1
@@ -266,8 +293,7 @@ class ConnectionState:
                     if self.state not in _TERMINAL:
                         self.state = "reconnecting"
                     return False
-                specs = [s for s in self.subscriptions.specs() if s.id not in slot.subscribed]
-                slot.subscribed.update(s.id for s in specs)
+                specs = self.keeper.claim_missing(slot)
             if specs:
                 self.keeper.restore(slot, specs)
             with self.cond:
@@ -306,8 +332,8 @@ class ConnectionState:
             slot.cause = cause
             poison = refused = None
             if not slot.redirected:  # a broker that sends us elsewhere refused no frame
-                unconfirmed = self.sender.outbox.on(slot)
-                alone = len(unconfirmed) + len(slot.pending_subs) == 1
+                unconfirmed = self.sender.unconfirmed_on(slot)
+                alone = len(unconfirmed) + self.keeper.unanswered(slot) == 1
                 poison = self.sender.blame_loss(unconfirmed, cause, alone=alone)
                 refused = self.keeper.blame_loss(slot, cause, alone=alone)
             if poison is not None or refused is not None:
@@ -348,10 +374,10 @@ class ConnectionState:
 
     def drain(self, slot: Slot, deadline: float | None) -> bool:
         """Wait until nothing is awaiting confirmation from ``slot`` (or it died)."""
-        outbox = self.sender.outbox
+        sender = self.sender
         with self.cond:
             return self.cond.wait_until(
-                lambda: outbox.written_to(slot) == 0 or not slot.alive or self.state in _TERMINAL,
+                lambda: sender.drained(slot) or not slot.alive or self.state in _TERMINAL,
                 deadline,
             )
 
@@ -453,12 +479,12 @@ class ConnectionState:
     def snapshot(self) -> tuple[State, Slot | None, Stats, int, int, int]:
         """(state, current, stats copy, in flight, standbys, subscriptions) for repr."""
         with self.cond:
-            stats = Stats(**vars(self.stats))
+            stats = Stats(**vars(self.sender.counters()), **vars(self.stats))
             return (
                 self.state,
                 self.current,
                 stats,
-                len(self.sender.outbox),
+                self.sender.in_flight(),
                 sum(s.alive for s in self.standbys),
-                len(self.subscriptions),
+                len(self.keeper),
             )

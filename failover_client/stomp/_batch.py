@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from failover_client.net._writer import Item
+from failover_client.stomp._receipts import with_nonce
 from failover_client.uri import ConfirmMode
 
 __all__ = [
@@ -72,6 +73,13 @@ _FIRST_SAFE_CLASSIC = (5, 14)  # rollbackOnlyOnAsyncException arrived in 5.14.0
 
 Encode = Callable[[str, Mapping[str, str], bytes], bytes]
 """(command, headers, body) -> one encoded frame; headers already escaped."""
+
+Written = Callable[[str], None]
+"""Told the receipt id of each send about to be written alone (``ReceiptBook.written``)."""
+
+
+def _nothing(receipt: str) -> None:
+    """The default ``written``: nobody to tell."""
 
 
 def batching_supported(mode: ConfirmMode, connected_headers: Mapping[str, str]) -> bool:
@@ -128,54 +136,69 @@ class GroupCommit:
     :param max_batch: sends per transaction at most (>= 2).
     :param prefix: of transaction ids and COMMIT receipt ids; must differ from the receipt
         book's prefix, so a RECEIPT tells at once which kind it answers.
+    :param nonce: follows the prefix, so a peer cannot name a COMMIT it has not read (a
+        RECEIPT for ``fx-1`` would otherwise confirm a transaction still being written);
+        None: a new random one (``_receipts.new_nonce``), "": none.
 
     ``render`` runs on the writing thread, the ``on_*`` methods on the reader thread: the
     table of unanswered transactions is shared under a lock. Nothing here writes or calls
     back; the session acts on the outcomes.
     """
 
-    def __init__(self, encode: Encode, *, max_batch: int = DEFAULT_MAX_BATCH, prefix: str) -> None:
+    def __init__(
+        self,
+        encode: Encode,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        prefix: str,
+        nonce: str | None = None,
+    ) -> None:
         if max_batch < 2:  # a transaction of one send is just a slower send
             raise ValueError(f"max_batch must be >= 2, got {max_batch}")
         self._encode = encode
         self._max_batch = max_batch
-        self._prefix = prefix
+        self._prefix = with_nonce(prefix, nonce)
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._open: dict[str, Batch] = {}
 
     # -- writing ---------------------------------------------------------------------------
 
-    def render(self, items: Sequence[Item]) -> bytes:
-        """The bytes for ``items`` in order: frames as they are, runs of sends as transactions."""
+    def render(self, items: Sequence[Item], written: Written = _nothing) -> bytes:
+        """The bytes for ``items`` in order: frames as they are, runs of sends as transactions.
+
+        ``written(receipt)`` is told of each send written alone, with its own receipt, before
+        the bytes are returned to be written (a RECEIPT for it counts from then on).
+        """
         out: list[bytes] = []
         run: list[PendingSend] = []
         for item in items:
             if isinstance(item, PendingSend) and not item.alone:
                 run.append(item)
                 if len(run) == self._max_batch:
-                    self._flush(run, out)
+                    self._flush(run, out, written)
                     run = []
                 continue
-            self._flush(run, out)
+            self._flush(run, out, written)
             run = []
             if isinstance(item, bytes):
                 out.append(item)
             elif isinstance(item, PendingSend):
-                out.append(self._alone(item))
+                out.append(self._alone(item, written))
             else:
                 raise TypeError(f"cannot render {type(item).__name__} as a STOMP frame")
-        self._flush(run, out)
+        self._flush(run, out, written)
         return out[0] if len(out) == 1 else b"".join(out)
 
-    def _alone(self, send: PendingSend) -> bytes:
+    def _alone(self, send: PendingSend, written: Written) -> bytes:
+        written(send.receipt)
         return self._encode("SEND", {**send.headers, "receipt": send.receipt}, send.body)
 
-    def _flush(self, run: list[PendingSend], out: list[bytes]) -> None:
+    def _flush(self, run: list[PendingSend], out: list[bytes], written: Written) -> None:
         if not run:
             return
         if len(run) == 1:
-            out.append(self._alone(run[0]))
+            out.append(self._alone(run[0], written))
             return
         number = next(self._numbers)
         tx = f"{self._prefix}tx-{number}"

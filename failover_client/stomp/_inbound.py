@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ProtocolViolation
+from failover_client._throttle import LogThrottle
 from failover_client.stomp._batch import Outcome
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -40,7 +41,7 @@ _HANDSHAKE_SNIFF = 32
 """Bytes of the broker's first answer kept to tell a STOMP reply from junk."""
 
 _UNKNOWN_RECEIPT_LOG_INTERVAL = 10.0
-"""Seconds between log lines about RECEIPTs for unknown ids: a flood must not flood the log."""
+"""Seconds between log lines about RECEIPTs that answer nothing: a flood must not flood the log."""
 
 
 class FrameEvents:
@@ -51,16 +52,18 @@ class FrameEvents:
         self._outbound = outbound
         self._sniffed = b""
         self._sniff_done = False
-        self._next_unknown_log = float("-inf")
+        self._refused_by: BrokerRefused | None = None
+        """The first ERROR that named no frame of ours and did not end the session at once
+        (one inside a transaction): a close that follows was the broker refusing a frame.
+        Only the I/O thread reads and writes it (ERROR and the disconnection arrive there)."""
+        self._throttle = LogThrottle(
+            _log, interval=_UNKNOWN_RECEIPT_LOG_INTERVAL, clock=state.clock.monotonic
+        )
 
     # -- stomp.py's listener interface -------------------------------------------------------
 
     def on_connected(self, frame: Any) -> None:
-        state = self._state
-        with state.lock:
-            if state.phase == "connecting" and state.connected_headers is None:
-                state.connected_headers = dict(frame.headers)
-        state.handshake_done.set()
+        self._state.note_connected(dict(frame.headers))
 
     def on_message(self, frame: Any) -> None:
         state = self._state
@@ -90,39 +93,40 @@ class FrameEvents:
         if group is not None and group.is_ours(receipt):
             outcome = group.committed(receipt)
             if outcome is None:
-                self._unknown_receipt(receipt)
+                state.receipts.note_unknown()
+                self._unanswerable(receipt)
             else:
                 self._settle(outcome)
             return
-        completion = state.receipts.confirm(receipt)
+        completion = state.receipts.confirm(receipt)  # counts what it ignores
         if completion is None:
-            self._unknown_receipt(receipt)
+            self._unanswerable(receipt)
         else:
             state.complete(completion)
 
-    def _unknown_receipt(self, receipt: str) -> None:
-        """Count a RECEIPT that answers nothing; log it at most once per interval."""
+    def _unanswerable(self, receipt: str) -> None:
+        """Log a RECEIPT that confirms nothing, at most once per interval, with the counts.
+
+        It names an id no frame carried yet (a peer answering ahead: ignored, or it would
+        confirm a send the broker never stored), or none outstanding (a stale or made-up id).
+        """
         state = self._state
-        count = state.receipts.note_unknown()
-        now = state.clock.monotonic()
-        if now < self._next_unknown_log:
-            return
-        self._next_unknown_log = now + _UNKNOWN_RECEIPT_LOG_INTERVAL
-        _log.warning(
-            "%s: RECEIPT for %s, which no frame asked for (%d such so far; "
-            "logged at most every %g s)",
+        receipts = state.receipts
+        self._throttle.log(
+            logging.WARNING,
+            "receipt",
+            "%s: RECEIPT for %s, which no frame asked for (ignored; %d for ids never handed out"
+            " or answered already, %d for ids not written yet, so far)",
             state.broker,
             redact(repr(receipt[:40]), state.secrets),
-            count,
-            _UNKNOWN_RECEIPT_LOG_INTERVAL,
+            receipts.unknown,
+            receipts.premature,
         )
 
     def on_error(self, frame: Any) -> None:
         state = self._state
         headers, body = frame.headers, frame.body
-        with state.lock:
-            connecting = state.phase == "connecting"
-        if connecting:
+        if state.current_phase() == "connecting":
             lose(
                 state,
                 connect_error_from_frame(headers, body, broker=state.broker, secrets=state.secrets),
@@ -151,13 +155,9 @@ class FrameEvents:
             # group commit runs on, reports it so and keeps the connection: the oldest
             # unanswered run is now in doubt and its sends go again alone (see _batch), where
             # the broker's answer names the one it refuses. Not the end of the session.
-            cause = self._error_cause(headers, body)
-            with state.lock:
-                first = state.refused_by is None
-                if first:
-                    state.refused_by = cause
-            if first:  # ActiveMQ sends one per chunk of a frame it could not parse
-                _log.warning("%s", cause)
+            if self._refused_by is None:  # ActiveMQ sends one per chunk of a bad frame
+                self._refused_by = self._error_cause(headers, body)
+                _log.warning("%s", self._refused_by)
             return
         if receipt is not None and state.receipts.is_ours(receipt):
             # The ERROR names the frame it refuses (a SEND, a SUBSCRIBE): that frame has its
@@ -184,14 +184,11 @@ class FrameEvents:
     def on_disconnected(self) -> None:
         state = self._state
         state.bye.set()
-        with state.lock:
-            connecting = state.phase == "connecting"
-            answered = state.connected_headers is not None
+        connecting, answered = state.answered()
         detail = ""
         if connecting and self._sniffed and not answered:
             detail = f" after {len(self._sniffed)} bytes of an incomplete frame"
-        with state.lock:
-            refused_by = state.refused_by
+        refused_by = self._refused_by
         cause: BrokerUnavailable
         if refused_by is not None and not connecting:
             cause = BrokerRefused(
@@ -281,7 +278,7 @@ class FrameEvents:
             return
         completions: list[Completion] = []
         for send in sends:
-            completion = self._state.receipts.confirm(send.receipt)
+            completion = self._state.receipts.committed(send.receipt)
             if completion is not None:
                 completions.append(completion)
         self._state.complete(completions)

@@ -115,8 +115,9 @@ class Outbound:
 
     def _render(self, items: Sequence[Item]) -> bytes:
         """The writer's render: transactions once CONNECTED enabled group commit, else frames."""
-        group = self._state.group
-        return join_frames(items) if group is None else group.render(items)
+        state = self._state
+        group = state.group
+        return join_frames(items) if group is None else group.render(items, state.receipts.written)
 
     def _on_written(self) -> None:
         """Writer thread: bytes reached the socket, which is what the broker's watchdog sees."""

@@ -6,6 +6,18 @@ the receipt, or with the loss cause when the session dies. The book changes its 
 lock and *returns* the callbacks to run; the caller runs them outside the lock, so a callback
 that sends again on the same session cannot deadlock.
 
+A RECEIPT confirms only a frame that was written with its id, because a peer that answers
+ahead (or a confused one that answers ids it never read) would otherwise confirm sends the
+broker never stored, and their callers would be told "stored":
+
+* Ids carry a random per-session nonce (``fc-<nonce>-<n>``): a peer cannot name the id of a
+  frame it has not read.
+* A group-committed send's own id goes on the wire only when the send is written alone (see
+  ``_batch``); until then it is *held* (:meth:`ReceiptBook.hold`), and a RECEIPT naming it is
+  ignored and counted in :attr:`ReceiptBook.premature` (its transaction's COMMIT receipt
+  confirms it: :meth:`ReceiptBook.committed`). Frames written directly are registered just
+  before they are handed to the transport (:meth:`ReceiptBook.add`).
+
 A RECEIPT for an id the book does not hold (never handed out, or answered already) costs one
 dictionary look-up and is counted in :attr:`ReceiptBook.unknown`: a peer flooding such frames
 is visible in the session's repr without slowing the real confirmations behind them.
@@ -14,13 +26,29 @@ is visible in the session's repr without slowing the real confirmations behind t
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from failover_client.adapter import ConfirmCallback
 
-__all__ = ["Completion", "ReceiptBook", "run_all"]
+__all__ = ["Completion", "ReceiptBook", "new_nonce", "run_all"]
+
+_NONCE_BYTES = 6
+"""48 random bits per session: a peer guesses a live id with odds of one in 2**48 per try."""
+
+
+def new_nonce() -> str:
+    """A fresh random nonce for one session's ids (module-level, so tests can pin it)."""
+    return secrets.token_hex(_NONCE_BYTES)
+
+
+def with_nonce(prefix: str, nonce: str | None) -> str:
+    """``prefix`` followed by ``nonce`` (a new one when None) and a dash; "" adds nothing."""
+    if nonce is None:
+        nonce = new_nonce()
+    return f"{prefix}{nonce}-" if nonce else prefix
 
 
 @dataclass(frozen=True)
@@ -37,22 +65,27 @@ class Completion:
 class ReceiptBook:
     """Receipt ids handed out for one session and the callbacks waiting on them.
 
-    Ids are ``<prefix><n>`` with a per-session counter: unique within the connection, which
-    is the scope STOMP gives a receipt id.
+    Ids are ``<prefix><nonce>-<n>``: unique within the connection (the scope STOMP gives a
+    receipt id) and unguessable by the peer (``nonce``: a new random one when None).
     """
 
-    def __init__(self, prefix: str = "fc-") -> None:
-        self._prefix = prefix
+    def __init__(self, prefix: str = "fc-", nonce: str | None = None) -> None:
+        self._prefix = with_nonce(prefix, nonce)
         self._counter = itertools.count(1)
         self._waiting: dict[str, ConfirmCallback] = {}
+        self._held: set[str] = set()
+        """Ids in ``_waiting`` not written yet (group-committed sends, see :meth:`hold`)."""
         self._closed_by: BaseException | None = None
         self._lock = threading.Lock()
         self.unknown = 0
-        """RECEIPTs that named no outstanding receipt (only the I/O thread counts them)."""
+        """RECEIPTs that named no outstanding receipt."""
+        self.premature = 0
+        """RECEIPTs (and ERRORs) that named an id of ours not written yet."""
 
     def add(self, callback: ConfirmCallback) -> str | None:
         """Register ``callback`` and return the receipt id to put on the frame.
 
+        For a frame written right away, with this id on it: a RECEIPT for it counts from now.
         Returns None when the book was already failed (the session is dead): checked under the
         same lock as :meth:`fail_all`, so no callback can slip in after the session died and
         wait forever.
@@ -64,25 +97,68 @@ class ReceiptBook:
             self._waiting[receipt] = callback
             return receipt
 
+    def hold(self, callback: ConfirmCallback) -> str | None:
+        """Like :meth:`add`, for a send queued for group commit: its id is not on the wire.
+
+        A RECEIPT naming it is ignored until :meth:`written` says the send went out alone with
+        it; the COMMIT receipt of its transaction confirms it through :meth:`committed`.
+        """
+        with self._lock:
+            if self._closed_by is not None:
+                return None
+            receipt = f"{self._prefix}{next(self._counter)}"
+            self._waiting[receipt] = callback
+            self._held.add(receipt)
+            return receipt
+
+    def written(self, receipt: str) -> None:
+        """The frame carrying ``receipt`` is being written (the writer, before its write).
+
+        Without the lock: one set operation is atomic, and :meth:`confirm` reads the set under
+        the lock, so a RECEIPT racing this call is either early (ignored) or on time; the
+        writer must not queue behind the reader on the lock for every lone send.
+        """
+        self._held.discard(receipt)
+
     def discard(self, receipt: str) -> bool:
         """Forget ``receipt`` without calling back; False if it was already completed."""
         with self._lock:
+            self._held.discard(receipt)
             return self._waiting.pop(receipt, None) is not None
 
     def confirm(self, receipt: str) -> Completion | None:
-        """The broker confirmed ``receipt``; None if it is not ours (or already completed)."""
+        """A RECEIPT named ``receipt``; None (and counted) unless it answers a written frame."""
         with self._lock:
+            if receipt in self._held:
+                self.premature += 1
+                return None
+            callback = self._waiting.pop(receipt, None)
+            if callback is None:
+                self.unknown += 1
+                return None
+        return Completion(callback, None)
+
+    def note_unknown(self) -> None:
+        """Count a RECEIPT that named no id of this book (a COMMIT id nobody asked for)."""
+        with self._lock:
+            self.unknown += 1
+
+    def committed(self, receipt: str) -> Completion | None:
+        """The COMMIT of the transaction that carried the send of ``receipt`` was confirmed."""
+        with self._lock:
+            self._held.discard(receipt)
             callback = self._waiting.pop(receipt, None)
         return None if callback is None else Completion(callback, None)
 
-    def note_unknown(self) -> int:
-        """Count one RECEIPT that named nothing outstanding; the count so far."""
-        self.unknown += 1
-        return self.unknown
-
     def reject(self, receipt: str, error: BaseException) -> Completion | None:
-        """The broker refused the frame carrying ``receipt``."""
+        """An ERROR named ``receipt``: the broker refused the frame carrying it.
+
+        None for an id not written yet (counted: no frame of ours carried it) or answered.
+        """
         with self._lock:
+            if receipt in self._held:
+                self.premature += 1
+                return None
             callback = self._waiting.pop(receipt, None)
         return None if callback is None else Completion(callback, error)
 
@@ -102,6 +178,7 @@ class ReceiptBook:
             if self._closed_by is None:
                 self._closed_by = cause
             waiting, self._waiting = self._waiting, {}
+            self._held.clear()
         other = spared_cause if spared_cause is not None else cause
         return [
             Completion(callback, other if receipt in spared else cause)
@@ -125,7 +202,10 @@ class ReceiptBook:
 
     def __repr__(self) -> str:
         state = "failed" if self._closed_by is not None else "open"
-        return f"ReceiptBook(outstanding={self.outstanding}, unknown={self.unknown}, {state})"
+        return (
+            f"ReceiptBook(outstanding={self.outstanding}, unknown={self.unknown}, "
+            f"premature={self.premature}, {state})"
+        )
 
 
 def run_all(

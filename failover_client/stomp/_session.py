@@ -137,14 +137,19 @@ class StompSession:
         return self._state.receipts.unknown
 
     @property
+    def premature_receipts(self) -> int:
+        """RECEIPTs (and ERRORs) the broker sent for ids of ours before any frame carried them:
+        ignored, as no broker can answer a frame it has not read."""
+        return self._state.receipts.premature
+
+    @property
     def batching(self) -> bool:
         """Whether confirmed sends are group-committed in transactions on this session."""
         return self._state.group is not None
 
     @property
     def is_open(self) -> bool:
-        with self._state.lock:
-            return self._state.phase == "open"
+        return self._state.current_phase() == "open"
 
     # -- the session's life ----------------------------------------------------------------
 
@@ -186,11 +191,13 @@ class StompSession:
             self._outbound.write("SEND", frame_headers, body)
             return
         state = self._state
-        receipt = state.receipts.add(on_confirm)
+        group = state.group
+        # A batched send's own id reaches the wire only if it is written alone: held till then.
+        receipt = (state.receipts.add if group is None else state.receipts.hold)(on_confirm)
         if receipt is None:
             raise state.dead_error()
         try:
-            if state.group is not None:
+            if group is not None:
                 escaped = escape_headers(frame_headers, state.version)
                 self._outbound.queue(PendingSend(receipt, escaped, body))
             else:
@@ -238,13 +245,15 @@ class StompSession:
 
     def __repr__(self) -> str:
         state = self._state
-        with state.lock:
-            phase = state.phase
-        unknown = state.receipts.unknown
+        phase = state.current_phase()
+        receipts = state.receipts
+        unknown, premature = receipts.unknown, receipts.premature
         return (
             f"StompSession(broker={state.broker!r}, state={phase}, version={state.version}, "
-            f"outstanding={state.receipts.outstanding}"
-            + (f", unknown_receipts={unknown})" if unknown else ")")
+            f"outstanding={receipts.outstanding}"
+            + (f", unknown_receipts={unknown}" if unknown else "")
+            + (f", premature_receipts={premature}" if premature else "")
+            + ")"
         )
 
 

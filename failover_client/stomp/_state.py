@@ -6,6 +6,14 @@ outbound side (``_outbound``, callers' threads, the writer and the watchdog), th
 (``_inbound``, stomp.py's I/O thread and the watchdog) and the teardown (``_teardown``, whoever
 closes or notices the loss).
 
+What one part alone uses, that part owns: the inbound side its first bytes and the ERROR a later
+close is blamed on, the outbound side whether it counts heart-beat traffic itself. The rest is
+held here as objects that own their data and offer operations, each under its own lock: the
+:class:`ReceiptBook` (which send waits for which RECEIPT), the :class:`GroupCommit` (which
+transaction is unanswered), the heart-beat state; and the phase with the handshake's outcome,
+read and changed through the methods below (``current_phase``, ``note_connected``,
+``answered``) where the caller is not the hot path.
+
 Locks: ``lock`` guards ``phase``, ``lost_cause`` and the handshake's
 outcome; ``write_lock`` keeps frames whole and in call order on the socket. Neither is taken
 while the other is held, and no listener is called under either.
@@ -20,7 +28,7 @@ from typing import Literal
 from stomp.protocol import Protocol12
 
 from failover_client._clock import Clock
-from failover_client._errors import BrokerRefused, BrokerUnavailable, ConnectionFailure
+from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import Session, SessionListener
 from failover_client.stomp._batch import GroupCommit
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatState
@@ -57,7 +65,6 @@ class SessionState:
         "phase",
         "protocol",
         "receipts",
-        "refused_by",
         "secrets",
         "session",
         "transport",
@@ -105,12 +112,26 @@ class SessionState:
         """Set when confirmed sends are batched into transactions (after CONNECTED)."""
         self.heartbeat: HeartbeatState | None = None
         self.monitor: HeartbeatMonitor | None = None
-        self.refused_by: BrokerRefused | None = None
-        """The first ERROR that named no frame of ours and did not end the session at once
-        (one inside a transaction): a close that follows was the broker refusing a frame."""
         self.bye_receipt: str | None = None
         self.bye = threading.Event()
         """Set by the DISCONNECT receipt, or when the connection ends without one."""
+
+    def current_phase(self) -> Phase:
+        """The phase now (under the lock: for decisions other than the send path's check)."""
+        with self.lock:
+            return self.phase
+
+    def note_connected(self, headers: dict[str, str]) -> None:
+        """CONNECTED arrived (I/O thread): keep its headers for the handshake, then wake it."""
+        with self.lock:
+            if self.phase == "connecting" and self.connected_headers is None:
+                self.connected_headers = headers
+        self.handshake_done.set()
+
+    def answered(self) -> tuple[bool, bool]:
+        """(still connecting, CONNECTED arrived): what a closed connection was in the middle of."""
+        with self.lock:
+            return self.phase == "connecting", self.connected_headers is not None
 
     def bound_transport(self) -> BoundTransport:
         transport = self.transport
