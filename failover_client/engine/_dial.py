@@ -108,6 +108,8 @@ class Dialer:
         # Set when the pool changes (and on close): a delay waits on it, so a broker that
         # joined during a back-off is tried at once. Without it the delay waits on ``stop``.
         self._changed = changed
+        self._run: ScheduleRunLike | None = None
+        """The latest run's schedule, for a run that resumes it."""
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
         self._throttle = LogThrottle(_log, clock=clock.monotonic)
@@ -191,18 +193,20 @@ class Dialer:
         """Whether the pool changed since the run's current delay began (it cuts it short)."""
         return self._changed is not None and self._changed.is_set()
 
-    def attempts(self, *, startup: bool) -> Generator[float, None, DialOutcome]:
+    def attempts(
+        self, *, startup: bool, resume: bool = False
+    ) -> Generator[float, None, DialOutcome]:
         """One reconnect run, as a generator of attempts.
 
         Yields the clock time the next attempt is due; the driver waits until then (or until
         :meth:`pool_changed`, or ``close()``) and resumes it to make the attempt. Returns the
         first handshaken session; raises AllBrokersFailed, the fatal error, or Interrupted.
+        ``resume`` goes on with the previous run's schedule (its delays and its limit) instead
+        of starting over: the session it found was no real success.
         """
         started = self._clock.monotonic()
         yield from self._await_brokers()
-        # The pool's size, not a plan: building a plan would advance a round-robin policy.
-        brokers = max(1, len(self._pool.states()))
-        run = self._schedule.start(startup=startup, brokers=brokers)
+        run = self._start(startup=startup, resume=resume)
         causes: dict[str, BaseException] = {}
         struck: set[str] = set()
         fatal: ConnectionFailure | None = None
@@ -244,6 +248,14 @@ class Dialer:
                 raise fatal
             if run.should_warn():
                 self._warn(run.attempts, causes)
+
+    def _start(self, *, startup: bool, resume: bool) -> ScheduleRunLike:
+        if resume and self._run is not None:
+            return self._run
+        # The pool's size, not a plan: building a plan would advance a round-robin policy.
+        brokers = max(1, len(self._pool.states()))
+        self._run = self._schedule.start(startup=startup, brokers=brokers)
+        return self._run
 
     def _clear_changed(self) -> None:
         if self._changed is not None:

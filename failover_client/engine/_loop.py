@@ -148,7 +148,12 @@ class ReconnectLoop:
         try:
             with running_on(self._clock):
                 while True:
-                    outcome = self._standby() or self._reconnect(startup=startup)
+                    # A session ended by a redirect while redirects come too fast to follow
+                    # (two brokers sending the client to each other) was no success: the
+                    # schedule goes on instead of starting over at its first delay.
+                    resume = previous is not None and previous.redirected
+                    resume = resume and self._planner.bouncing()
+                    outcome = self._standby() or self._reconnect(startup=startup, resume=resume)
                     if not self._state.install(outcome.slot):
                         continue
                     self._announce(outcome, previous, lost_at)
@@ -195,9 +200,9 @@ class ReconnectLoop:
         slot = self._state.take_standby()
         return None if slot is None else DialOutcome(slot, 0, 0.0)
 
-    def _reconnect(self, *, startup: bool) -> DialOutcome:
+    def _reconnect(self, *, startup: bool, resume: bool) -> DialOutcome:
         """Drive one reconnect run (:meth:`Dialer.attempts`) through the decisions."""
-        run = self._dialer.attempts(startup=startup)
+        run = self._dialer.attempts(startup=startup, resume=resume)
         try:
             due = next(run)
             while True:

@@ -62,6 +62,11 @@ class Planner:
         """The plan of a reconnect run: a pending redirect goes first, and is used up."""
         return redirected(self.plan(), self._redirects.take())
 
+    def bouncing(self) -> bool:
+        """Whether redirects come faster than they may be followed (see
+        :meth:`Redirects.exhausted`)."""
+        return self._redirects.exhausted()
+
     def better(self, current: BrokerAddress, now: float) -> list[BrokerAddress]:
         if not self._options.priority_backup:
             return []  # tiers then only order the plan; nobody probes

@@ -2,8 +2,9 @@
 
 * :class:`FakeClock`: virtual time (``autojump=True``: it moves to the earliest deadline once
   every registered thread, each connection's reconnect loop, waits; :class:`ClockStalled` when
-  a test would hang on a clock nobody moves); :class:`FakeConnector` / :class:`FakeSession`: a scripted
-  broker group that keeps the adapter contract; :class:`EventRecorder`: records events.
+  a test would hang on a clock nobody moves); :class:`FakeConnector` /
+  :class:`FakeSession`: a scripted broker group that keeps the adapter contract;
+  :class:`EventRecorder`: records events.
 * :mod:`failover_client.testing.contract`: the contract suite every adapter passes (imports
   pytest; import it from test code only).
 * :mod:`failover_client.testing.brokers`: real brokers (ActiveMQ Classic, RabbitMQ, Artemis)
