@@ -7,12 +7,13 @@ it names the target through ``on_brokers`` and the connect fails.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 from failover_client.uri import BrokerAddress, FailoverOptions
 
-from failover_client import AllBrokersFailed, BrokerUnavailable, FailoverConnection
+from failover_client import AllBrokersFailed, BrokerUnavailable, Connected, FailoverConnection
 from failover_client.adapter import AdvertisedBrokers, Cancel, SessionListener
 from failover_client.engine._placement import MAX_REDIRECT_HOPS, REDIRECT_WINDOW, Redirects
 from failover_client.testing import FakeClock, FakeConnector, FakeSession
@@ -20,6 +21,7 @@ from failover_client.testing import FakeClock, FakeConnector, FakeSession
 A = BrokerAddress("amqp", "a", 5672)
 B = BrokerAddress("amqp", "b", 5672)
 C = BrokerAddress("amqp", "c", 5672)
+SAFETY = 30.0  # real seconds, only against a hung test
 
 
 class RedirectingConnector(FakeConnector):
@@ -92,3 +94,43 @@ def test_the_row_of_redirects_starts_again_after_a_quiet_window() -> None:
     clock.advance(REDIRECT_WINDOW + 1)
     assert redirects.offer(C)
     assert redirects.take() == C
+
+
+def test_brokers_that_accept_then_redirect_to_each_other_cost_the_schedules_delays() -> None:
+    # As two AMQP routers do that answer each open with an open and at once a close with
+    # amqp:connection:redirect naming the other: every handshake completes, so once the row
+    # of redirects is full, each session's end must count as a failed attempt (the schedule
+    # goes on, its delays growing) instead of a success to start over from.
+    clock = FakeClock(autojump=True)
+    connector = FakeConnector(clock=clock)
+    other = {A.key: B, B.key: A}
+    until = 60.0  # virtual seconds of bouncing, then the brokers stop redirecting
+
+    def bounce(event: object) -> None:  # on the dispatch thread, after each Connected
+        if isinstance(event, Connected) and clock.monotonic() < until:
+            session = connector.sessions[-1]
+            session.advertise([other[session.address.key]], source="amqp-redirect", redirect=True)
+            session.kill()
+
+    conn = FailoverConnection(
+        (A, B),
+        options=FailoverOptions(
+            randomize=False, initial_reconnect_delay=0.1, max_reconnect_delay=10.0
+        ),
+        connector=connector,
+        clock=clock,
+        listeners=[bounce],
+    )
+    try:
+        conn.connect()
+        assert connector.wait_until(lambda: clock.monotonic() >= until, timeout=SAFETY)
+    finally:
+        conn.close()
+    times = [at for _, at in connector.attempts if at < until]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    # The row: MAX_REDIRECT_HOPS redirects followed, each a new run's first delay after the
+    # lost session; then the schedule goes on, doubling from 0.1 s up to 10 s. Without the
+    # bound: one open every 0.1 s, 600 in the minute.
+    assert len(times) <= MAX_REDIRECT_HOPS + 1 + 10
+    assert max(gaps) == pytest.approx(10.0)
+    assert gaps[:MAX_REDIRECT_HOPS] == pytest.approx([0.1] * MAX_REDIRECT_HOPS)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Protocol
 
 from failover_client._clock import Clock
@@ -37,6 +37,7 @@ from failover_client._errors import (
     TLSFailure,
 )
 from failover_client._events import Event, ReconnectAttempt, ReconnectWarning
+from failover_client._throttle import LogThrottle
 from failover_client.adapter import Cancel, Connector, Session
 from failover_client.engine._pool import BrokerPool
 from failover_client.engine._slot import Slot, SlotEvents, SlotListener
@@ -110,8 +111,11 @@ class Dialer:
         # Set when the pool changes (and on close): a delay waits on it, so a broker that
         # joined during a back-off is tried at once. Without it the delay waits on ``stop``.
         self._changed = changed
+        self._run: ScheduleRunLike | None = None
+        """The latest run's schedule, for a run that resumes it."""
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
+        self._throttle = LogThrottle(_log, clock=clock.monotonic)
         self._cancel_lock = threading.Lock()
         self._cancelled = False
         self._token: Cancel | None = None
@@ -193,13 +197,24 @@ class Dialer:
         cause = slot.cause or BrokerUnavailable("connection lost", broker=str(slot.address))
         self._pool.record_failure(slot.address, cause, self._clock.monotonic())
 
-    def dial(self, *, startup: bool) -> DialOutcome:
-        """Run until a broker handshakes; raises AllBrokersFailed, the fatal error, Interrupted."""
+    def pool_changed(self) -> bool:
+        """Whether the pool changed since the run's current delay began (it cuts it short)."""
+        return self._changed is not None and self._changed.is_set()
+
+    def attempts(
+        self, *, startup: bool, resume: bool = False
+    ) -> Generator[float, None, DialOutcome]:
+        """One reconnect run, as a generator of attempts.
+
+        Yields the clock time the next attempt is due; the driver waits until then (or until
+        :meth:`pool_changed`, or ``close()``) and resumes it to make the attempt. Returns the
+        first handshaken session; raises AllBrokersFailed, the fatal error, or Interrupted.
+        ``resume`` goes on with the previous run's schedule (its delays and its limit) instead
+        of starting over: the session it found was no real success.
+        """
         started = self._clock.monotonic()
-        self._await_brokers()
-        # The pool's size, not a plan: building a plan would advance a round-robin policy.
-        brokers = max(1, len(self._pool.states()))
-        run = self._schedule.start(startup=startup, brokers=brokers)
+        yield from self._await_brokers()
+        run = self._start(startup=startup, resume=resume)
         causes: dict[str, BaseException] = {}
         struck: set[str] = set()
         fatal: ConnectionFailure | None = None
@@ -212,14 +227,17 @@ class Dialer:
                 raise AllBrokersFailed(
                     f"gave up after {run.attempts} reconnect attempt(s) ({run.unit})", causes
                 )
-            if self._stop.is_set() or (delay > 0 and self._wait(delay)):
+            # The plan is made after the delay: a change before this point is in it.
+            self._clear_changed()
+            yield self._clock.monotonic() + delay
+            if self._stop.is_set():
                 raise Interrupted
             if run.unit == "pass" or not remaining:
                 remaining = [a for a in self._planner() if a.key not in struck]
             tries = remaining if run.unit == "pass" else remaining[:1]
             remaining = [] if run.unit == "pass" else remaining[1:]
             if not tries:
-                self._await_brokers()  # nobody to try (yet): an attempt, but never a spin
+                yield from self._await_brokers()  # nobody to try (yet): never a spin
             for index, address in enumerate(tries):
                 if self._stop.is_set():
                     raise Interrupted
@@ -237,39 +255,41 @@ class Dialer:
                 self.last_causes = tuple(causes.items())
                 raise fatal
             if run.should_warn():
-                _log.warning(
-                    "reconnect attempt %d failed: %s",
-                    run.attempts,
-                    "; ".join(f"{b}: {type(e).__name__}" for b, e in causes.items()),
-                )
-                self._emit(ReconnectWarning(run.attempts, _pairs(causes)))
+                self._warn(run.attempts, causes)
 
-    def _wait(self, delay: float) -> bool:
-        """Wait out a delay; True when the connection is stopping."""
-        if self._changed is None:
-            return self._clock.wait(self._stop, delay)
-        self._changed.clear()  # the plan is made after the wait: an earlier change is in it
-        if self._stop.is_set():
-            return True
-        self._clock.wait(self._changed, delay)
-        return self._stop.is_set()
+    def _start(self, *, startup: bool, resume: bool) -> ScheduleRunLike:
+        if resume and self._run is not None:
+            return self._run
+        # The pool's size, not a plan: building a plan would advance a round-robin policy.
+        brokers = max(1, len(self._pool.states()))
+        self._run = self._schedule.start(startup=startup, brokers=brokers)
+        return self._run
 
-    def _await_brokers(self) -> None:
+    def _clear_changed(self) -> None:
+        if self._changed is not None:
+            self._changed.clear()
+
+    def _await_brokers(self) -> Generator[float, None, None]:
         """A pool that is empty (its brokers come from a source): wait for a list, up to one
         connect timeout, so the schedule does not count attempts against nobody at once."""
         if self._pool.states():
             return
-        if self._changed is None:
-            self._clock.wait(self._stop, self._connect_timeout)
-            return
         deadline = self._clock.monotonic() + self._connect_timeout
         while not self._pool.states() and not self._stop.is_set():
-            left = deadline - self._clock.monotonic()
-            if left <= 0:
+            if self._clock.monotonic() >= deadline:
                 return
-            self._changed.clear()
+            self._clear_changed()
             if not self._pool.states():
-                self._clock.wait(self._changed, left)
+                yield deadline
+
+    def _warn(self, attempt: int, causes: dict[str, BaseException]) -> None:
+        """Log that an attempt failed, with every broker's cause; the same line again only
+        once per throttle window, with a count (a dead group must not flood the log)."""
+        reasons = "; ".join(describe(broker, error) for broker, error in causes.items())
+        self._throttle.log(
+            logging.WARNING, reasons, "reconnect attempt %d failed: %s", attempt, reasons
+        )
+        self._emit(ReconnectWarning(attempt, _pairs(causes)))
 
     def _try(
         self, address: BrokerAddress, causes: dict[str, BaseException], struck: set[str]
@@ -301,6 +321,33 @@ class Dialer:
 
 
 _FATAL = (AuthenticationFailed, TLSFailure)
+
+
+def describe(broker: str, error: BaseException) -> str:
+    """``broker: message (Type)``, then each cause the error was raised from: the line must
+    say *why* ("connection refused", "cannot resolve host"), not only which class failed."""
+    message = str(error) or type(error).__name__
+    text = message if message.startswith(broker) else f"{broker}: {message}"
+    text = f"{text} ({type(error).__name__})"
+    seen = {id(error)}
+    cause = _cause_of(error)
+    while cause is not None and id(cause) not in seen and len(seen) <= _MAX_CAUSES:
+        seen.add(id(cause))
+        detail = str(cause)
+        if detail and detail not in text:
+            text = f"{text}, caused by {type(cause).__name__}: {detail}"
+        cause = _cause_of(cause)
+    return text
+
+
+_MAX_CAUSES = 3
+"""Causes named at most per broker: a chain is short; a longer one adds nothing to read."""
+
+
+def _cause_of(error: BaseException) -> BaseException | None:
+    if error.__cause__ is not None:
+        return error.__cause__
+    return None if error.__suppress_context__ else error.__context__
 
 
 def _pairs(causes: dict[str, BaseException]) -> tuple[tuple[str, BaseException], ...]:

@@ -3,14 +3,16 @@
 It reads as a short piece of orchestration::
 
     until closed or given up:
-        session = a live standby, or a reconnect run (Dialer)
+        session = a live standby, or a reconnect run (Dialer.attempts)
         install it (restore subscriptions, replay unconfirmed sends)
-        serve it: sleep on the clock until it is lost, doing meanwhile
-            - standby refill (backup=True)
-            - priority probes (a better tier exists): on success, switch over
+        serve it until it is lost: standby refill, priority probes, rebalancing
 
-Every wait is ``clock.wait`` on an event that ``close()`` sets, and every connect carries a
-cancellation token that ``close()`` cancels (``Dialer.cancel``), so closing interrupts at once.
+Every timed decision is :func:`._decide.decide`'s: each pass reads the clock once, copies what
+the decisions need into a :class:`~._decide.View`, performs the one action the step names (then
+looks again at once) or waits until its ``wake_at`` or a wake-up. The wait is ``clock.wait`` on
+the state's ``wake`` event, which a lost session, a topology change and ``close()`` set, and
+every connect carries a cancellation token that ``close()`` cancels (``Dialer.cancel``), so
+closing interrupts at once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from failover_client._clock import Clock
+from failover_client._clock import Clock, running_on
 from failover_client._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
 from failover_client._events import (
     Connected,
@@ -28,6 +30,22 @@ from failover_client._events import (
     GaveUp,
     PriorityRestored,
     Rebalanced,
+)
+from failover_client.engine._decide import (
+    Arm,
+    Dial,
+    Disarm,
+    DrawTurn,
+    Probe,
+    Rebalance,
+    Reconnect,
+    Refill,
+    Settle,
+    Stop,
+    Timer,
+    TimerName,
+    View,
+    decide,
 )
 from failover_client.engine._dial import (
     Dialer,
@@ -40,7 +58,7 @@ from failover_client.engine._planner import Planner
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
 from failover_client.engine._state import ConnectionState
-from failover_client.uri import FailoverOptions
+from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["ReconnectLoop"]
 
@@ -51,7 +69,7 @@ _MIN_BACKGROUND_DELAY = 0.01
 
 
 class _Backoff:
-    """Delays for a background retry (probes, standby refill) drawn from the schedule.
+    """The timer of a background retry (probes, standby refill), on the schedule's delays.
 
     Background work never gives up: when a run is exhausted a new one starts at the
     schedule's maximum delay.
@@ -61,22 +79,25 @@ class _Backoff:
         self._schedule = schedule
         self._max_delay = max_delay
         self._run: ScheduleRunLike | None = None
-        self.due: float | None = None
+        self.timer = Timer()
 
     def reset(self) -> None:
+        """The work is gone: the next one starts idle, with the schedule's first delay."""
         self._run = None
-        self.due = None
+        self.timer = Timer()
 
-    def arm(self, now: float) -> float:
-        """Schedule the next try after ``now``; returns its due time."""
+    def failed(self) -> None:
+        """A try failed: the next waits for the schedule's next delay (see :class:`Arm`)."""
+        self.timer = Timer(retry=True)
+
+    def arm(self, now: float) -> None:
         if self._run is None:
             self._run = self._schedule.start(startup=False)
         delay = self._run.next_delay()
         if delay is None:
             self._run = self._schedule.start(startup=False)
             delay = self._max_delay
-        self.due = now + max(delay, _MIN_BACKGROUND_DELAY)
-        return self.due
+        self.timer = Timer(due=now + max(delay, _MIN_BACKGROUND_DELAY))
 
 
 class ReconnectLoop:
@@ -125,16 +146,22 @@ class ReconnectLoop:
         previous: Slot | None = None
         lost_at = 0.0
         try:
-            while True:
-                outcome = self._standby() or self._dialer.dial(startup=startup)
-                if not self._state.install(outcome.slot):
-                    continue
-                self._announce(outcome, previous, lost_at)
-                startup = False
-                self.first_outcome.set()
-                previous = self._serve(outcome.slot)
-                lost_at = self._clock.monotonic()
-                self._dialer.lost(previous)
+            with running_on(self._clock):
+                while True:
+                    # A session ended by a redirect while redirects come too fast to follow
+                    # (two brokers sending the client to each other) was no success: the
+                    # schedule goes on instead of starting over at its first delay.
+                    resume = previous is not None and previous.redirected
+                    resume = resume and self._planner.bouncing()
+                    outcome = self._standby() or self._reconnect(startup=startup, resume=resume)
+                    if not self._state.install(outcome.slot):
+                        continue
+                    self._announce(outcome, previous, lost_at)
+                    startup = False
+                    self.first_outcome.set()
+                    previous = self._serve(outcome.slot)
+                    lost_at = self._clock.monotonic()
+                    self._dialer.lost(previous)
         except Interrupted:
             pass
         except ConnectionFailure as exc:
@@ -147,6 +174,23 @@ class ReconnectLoop:
             self._state.drop_standbys()
             self.first_outcome.set()
 
+    def _begin_pass(self) -> float:
+        """Start a decision: the one reading of the clock it is judged at."""
+        # Cleared before the view is built: a change after this point wakes the next wait.
+        self._state.wake.clear()
+        return self._clock.monotonic()
+
+    def _wait(self, wake_at: float | None) -> None:
+        """Wait until ``wake_at`` (None: nothing pending) or a wake-up."""
+        if wake_at is None:
+            self._clock.wait(self._state.wake, None)
+            return
+        # Measured now, not at the pass's reading: the deadline is absolute, and the time the
+        # pass took is not added to it.
+        left = wake_at - self._clock.monotonic()
+        if left > 0:
+            self._clock.wait(self._state.wake, left)
+
     def _give_up(self, error: BaseException) -> None:
         causes = self._dialer.last_causes
         self._state.give_up(error, dict(causes))
@@ -155,6 +199,32 @@ class ReconnectLoop:
     def _standby(self) -> DialOutcome | None:
         slot = self._state.take_standby()
         return None if slot is None else DialOutcome(slot, 0, 0.0)
+
+    def _reconnect(self, *, startup: bool, resume: bool) -> DialOutcome:
+        """Drive one reconnect run (:meth:`Dialer.attempts`) through the decisions."""
+        run = self._dialer.attempts(startup=startup, resume=resume)
+        try:
+            due = next(run)
+            while True:
+                now = self._begin_pass()
+                view: View[BrokerAddress] = View(
+                    stopping=self._state.stop.is_set(),
+                    dialing=True,
+                    attempt_due=due,
+                    brokers_changed=self._dialer.pool_changed(),
+                )
+                step = decide(view, now)
+                if isinstance(step.action, Stop):
+                    raise Interrupted
+                if isinstance(step.action, Dial):
+                    due = run.send(None)
+                else:
+                    self._wait(step.wake_at)
+        except StopIteration as done:
+            outcome: DialOutcome = done.value
+            return outcome
+        finally:
+            run.close()
 
     def _announce(self, outcome: DialOutcome, previous: Slot | None, lost_at: float) -> None:
         slot = outcome.slot
@@ -171,38 +241,72 @@ class ReconnectLoop:
         self._probe.reset()
         self._refill.reset()
         while True:
-            self._state.wake.clear()
-            if self._state.stop.is_set():
+            now = self._begin_pass()
+            step = decide(self._view(current, now), now)
+            action = step.action
+            if action is None:
+                self._wait(step.wake_at)
+            elif isinstance(action, Stop):
                 raise Interrupted
-            if not current.alive:
+            elif isinstance(action, Reconnect):
                 return current
-            due: list[float] = []
-            if self._options.backup:
-                due.extend(self._maintain_standbys(current))
-            switched = self._maybe_probe(current, due) or self._maybe_rebalance(current, due)
-            if switched is not None:
-                current = switched
-                continue
-            now = self._clock.monotonic()
-            timeout = None if not due else max(0.0, min(due) - now)
-            self._clock.wait(self._state.wake, timeout)
+            elif isinstance(action, Arm):
+                self._timer(action.timer).arm(now)
+            elif isinstance(action, Disarm):
+                self._timer(action.timer).reset()
+            elif isinstance(action, Refill):
+                self._refill_standbys(action.candidates, action.wanted)
+            elif isinstance(action, Probe):
+                current = self._probe_better(current, action.targets)
+            elif isinstance(action, DrawTurn | Settle | Rebalance):
+                current = self._rebalance(current, action, now)
+            else:  # Dial: decide() names it only while dialing
+                raise AssertionError(f"{action!r} while serving a session")
+
+    def _view(self, current: Slot, now: float) -> View[BrokerAddress]:
+        """What the decisions need, at ``now``: plain values, copied out of the state."""
+        planner = self._planner
+        state = self._state
+        wanted = (
+            self._options.backup_pool_size - state.standby_count() if self._options.backup else 0
+        )
+        refill = self._refill.timer
+        candidates: tuple[BrokerAddress, ...] = ()
+        if wanted > 0 and (refill.due is None or now >= refill.due):
+            # Only when a refill may happen: a plan advances a round-robin policy.
+            exclude = {current.address.key} | state.standby_keys()
+            candidates = tuple(refill_candidates(planner.plan(now), exclude))
+        rebalancer = planner.rebalancer
+        home = turn = release = None
+        if rebalancer is not None:
+            home = planner.home(current.address, now)
+            turn = None if home is None else rebalancer.turn(home)
+            release = planner.next_release(now)
+        struck = self._probe_struck
+        return View(
+            stopping=state.stop.is_set(),
+            alive=current.alive,
+            probe_targets=tuple(
+                a for a in planner.better(current.address, now) if a.key not in struck
+            ),
+            probe=self._probe.timer,
+            standbys_wanted=wanted,
+            refill_candidates=candidates,
+            refill=refill,
+            rebalancing=rebalancer is not None,
+            home=home,
+            turn=turn,
+            turn_pending=rebalancer is not None and rebalancer.pending,
+            next_release=release,
+        )
+
+    def _timer(self, name: TimerName) -> _Backoff:
+        return self._probe if name == "probe" else self._refill
 
     # --- priority backup ---------------------------------------------------------------------
 
-    def _maybe_probe(self, current: Slot, due: list[float]) -> Slot | None:
-        targets = [
-            a for a in self._planner.better(current.address) if a.key not in self._probe_struck
-        ]
-        if not targets:
-            self._probe.reset()
-            return None
-        now = self._clock.monotonic()
-        if self._probe.due is None:
-            self._probe.arm(now)
-        assert self._probe.due is not None
-        if now < self._probe.due:
-            due.append(self._probe.due)
-            return None
+    def _probe_better(self, current: Slot, targets: tuple[BrokerAddress, ...]) -> Slot:
+        """Try the better brokers in order; switch to the first that handshakes."""
         for address in targets:
             if self._state.stop.is_set():
                 raise Interrupted
@@ -215,8 +319,8 @@ class ReconnectLoop:
             else:
                 self._probe.reset()
                 return self._switch(current, found)
-        due.append(self._probe.arm(self._clock.monotonic()))
-        return None
+        self._probe.failed()
+        return current
 
     def _switch(self, old: Slot, new: Slot, *, rebalance: bool = False) -> Slot:
         """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
@@ -236,51 +340,35 @@ class ReconnectLoop:
 
     # --- rebalancing -------------------------------------------------------------------------
 
-    def _maybe_rebalance(self, current: Slot, due: list[float]) -> Slot | None:
-        """Move to this client's rendezvous home once its turn in the drain window came."""
+    def _rebalance(
+        self,
+        current: Slot,
+        action: DrawTurn[BrokerAddress] | Settle | Rebalance[BrokerAddress],
+        now: float,
+    ) -> Slot:
+        """Draw this client's turn, forget it, or make the move to its rendezvous home."""
         rebalancer = self._planner.rebalancer
-        if rebalancer is None:
-            return None
-        home = self._planner.home(current.address)
-        if home is None:
-            rebalancer.settle()
-            # A broker back from quarantine may be this client's home again: look then.
-            release = self._planner.next_release()
-            if release is not None:
-                due.append(release)
-            return None
-        now = self._clock.monotonic()
-        when = rebalancer.due(home, now)
-        if now < when:
-            due.append(when)
-            return None
+        assert rebalancer is not None  # decide() asks only when rebalancing
+        if isinstance(action, DrawTurn):
+            rebalancer.due(action.home, now)
+            return current
         rebalancer.settle()
+        if isinstance(action, Settle):
+            return current
         if self._state.stop.is_set():
             raise Interrupted
         try:
-            found = self._dialer.open(home)
+            found = self._dialer.open(action.home)
         except ConnectionFailure:
             # Recorded in the pool: the broker is quarantined, so the next home is another
             # (or this one again once its quarantine is over).
-            due.append(self._clock.monotonic() + _MIN_BACKGROUND_DELAY)
-            return None
+            return current
         return self._switch(current, found, rebalance=True)
 
     # --- standbys ----------------------------------------------------------------------------
 
-    def _maintain_standbys(self, current: Slot) -> list[float]:
-        """Top the standbys up; returns when to try again (empty: nothing to do)."""
-        wanted = self._options.backup_pool_size - self._state.standby_count()
-        if wanted <= 0:
-            self._refill.reset()
-            return []
-        now = self._clock.monotonic()
-        if self._refill.due is not None and now < self._refill.due:
-            return [self._refill.due]
-        exclude = {current.address.key} | self._state.standby_keys()
-        candidates = refill_candidates(self._planner.plan(), exclude)
-        if not candidates:
-            return []  # nobody else to stand by; a topology change wakes the loop
+    def _refill_standbys(self, candidates: tuple[BrokerAddress, ...], wanted: int) -> None:
+        """Open standbys to ``candidates`` in order until ``wanted`` are up."""
         for address in candidates:
             if wanted <= 0:
                 break
@@ -294,5 +382,5 @@ class ReconnectLoop:
                 wanted -= 1
         if wanted <= 0:
             self._refill.reset()
-            return []
-        return [self._refill.arm(self._clock.monotonic())]
+        else:
+            self._refill.failed()

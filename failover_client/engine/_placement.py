@@ -123,7 +123,10 @@ class Redirects:
 
     A redirect is a hop, not a failure: the dialer tries its target at once, in the same
     attempt, and the reconnect schedule does not count it. At most :data:`MAX_REDIRECT_HOPS`
-    are followed in a row (a row ends after :data:`REDIRECT_WINDOW` seconds without one).
+    are followed in a row (a row ends after :data:`REDIRECT_WINDOW` seconds without one). The
+    row counts on across handshakes: a broker reached by a redirect that redirects again right
+    after its handshake is the next hop of the same row, and once the row is full such a
+    session's end costs the reconnect schedule's next delay (:meth:`exhausted`).
     """
 
     def __init__(self, clock: Clock) -> None:
@@ -132,6 +135,8 @@ class Redirects:
         self._target: BrokerAddress | None = None
         self._hops = 0
         self._last = -REDIRECT_WINDOW
+        self._refused = False
+        """The latest redirect was not followed (the row was full)."""
 
     def offer(self, target: BrokerAddress) -> bool:
         """Follow ``target`` next, unless too many redirects came in a row; True if taken."""
@@ -146,6 +151,7 @@ class Redirects:
                 refused = False
                 self._hops += 1
                 self._target = target
+            self._refused = refused
         if refused:
             _log.warning(
                 "not following a redirect to %s: %d redirects in a row already",
@@ -153,6 +159,17 @@ class Redirects:
                 MAX_REDIRECT_HOPS,
             )
         return not refused
+
+    def exhausted(self) -> bool:
+        """Whether the latest redirect was not followed, the row being full (until it ends).
+
+        A session that a redirect ended while the row is full is no success to start the
+        reconnect schedule over from: two brokers that each accept the handshake and redirect
+        at once would otherwise bounce the client at the schedule's first delay for ever.
+        """
+        now = self._clock.monotonic()
+        with self._lock:
+            return self._refused and now - self._last <= REDIRECT_WINDOW
 
     def take(self) -> BrokerAddress | None:
         """The target to try next, once (None when no redirect is pending)."""

@@ -47,8 +47,10 @@ class Planner:
         self._options = options
         self._clock = clock
 
-    def plan(self) -> list[BrokerAddress]:
-        now = self._clock.monotonic()
+    def plan(self, now: float | None = None) -> list[BrokerAddress]:
+        """The order to try brokers in at ``now`` (default: the clock's time)."""
+        if now is None:
+            now = self._clock.monotonic()
         rebalancer = self.rebalancer
         if rebalancer is None:
             ordered = plan(self._pool.by_tier(now), self._policy)
@@ -60,7 +62,12 @@ class Planner:
         """The plan of a reconnect run: a pending redirect goes first, and is used up."""
         return redirected(self.plan(), self._redirects.take())
 
-    def better(self, current: BrokerAddress) -> list[BrokerAddress]:
+    def bouncing(self) -> bool:
+        """Whether redirects come faster than they may be followed (see
+        :meth:`Redirects.exhausted`)."""
+        return self._redirects.exhausted()
+
+    def better(self, current: BrokerAddress, now: float) -> list[BrokerAddress]:
         if not self._options.priority_backup:
             return []  # tiers then only order the plan; nobody probes
         tier_of = {s.key: s.tier for s in self._pool.states()}
@@ -73,23 +80,24 @@ class Planner:
         wanted = {a.key for a in better}
         return [
             a
-            for tier in self._pool.live_tiers(self._clock.monotonic())
+            for tier in self._pool.live_tiers(now)
             for a in rebalancer.order([s for s in tier if s.key in wanted])
         ] or better
 
-    def home(self, current: BrokerAddress) -> BrokerAddress | None:
-        """The broker rebalancing wants this client on, if not ``current`` (else None)."""
+    def home(self, current: BrokerAddress, now: float) -> BrokerAddress | None:
+        """The broker rebalancing wants this client on at ``now``, if not ``current``."""
         rebalancer = self.rebalancer
         if rebalancer is None:
             return None
-        home = rebalancer.home(self._pool.live_tiers(self._clock.monotonic()))
+        home = rebalancer.home(self._pool.live_tiers(now))
         if home is None or home.key == current.key:
             return None
         return home
 
-    def next_release(self) -> float | None:
-        """When the next quarantined broker becomes live again (it may be a new home)."""
-        now = self._clock.monotonic()
+    def next_release(self, now: float) -> float | None:
+        """When the next broker quarantined at ``now`` becomes live again (it may be a new
+        home). Takes ``now`` from the caller: read separately from :meth:`home`'s, a release
+        between the two readings would be neither the home nor a deadline (a lost wake-up)."""
         releases = [
             s.quarantined_until
             for s in self._pool.states()

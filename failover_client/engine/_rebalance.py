@@ -69,6 +69,16 @@ class Rebalancer:
             self._pending = (home.key, now + self._rng.uniform(0.0, self._window))
         return self._pending[1]
 
+    def turn(self, home: BrokerAddress) -> float | None:
+        """When the move to ``home`` is due, if its turn was drawn (else None)."""
+        pending = self._pending
+        return pending[1] if pending is not None and pending[0] == home.key else None
+
+    @property
+    def pending(self) -> bool:
+        """Whether a turn is drawn (for some home)."""
+        return self._pending is not None
+
     def settle(self) -> None:
         """No move is waiting (the client is home, or the move was made or failed)."""
         self._pending = None

@@ -1,0 +1,253 @@
+"""The reconnect loop's decisions: one pure function of (a view of the state, one ``now``).
+
+:func:`decide` looks at a :class:`View` (plain values the driver copied out of the connection
+state at one reading of the clock) and returns a :class:`Step`: at most one action to perform
+now, and otherwise the deadline at which to look again (``wake_at``). It touches no thread,
+event or clock, so the thread driver (:mod:`._loop`) and, later, an asyncio driver run the same
+decisions, and a test states them as a table of ``(view, now) -> step`` rows.
+
+Why one reading of the clock: helpers that each read the clock and add to a shared list of
+deadlines lose wake-ups. When a broker's quarantine ended between two readings, the first said
+"your home is quarantined, stay" and the second found no quarantine left to wait for, so the
+loop waited with no deadline and the client stayed off its home until something unrelated woke
+it. Here every timed duty is judged against the same ``now``, and the rule is simple enough to
+check row by row: **while any work is pending, the step has an action or a deadline**;
+``wake_at`` is None only when nothing at all is pending (the driver then waits for a wake-up:
+a lost session, a topology change, ``close()``).
+
+The timed duties, in the order they are served (an action ends the step; the driver performs
+it and decides again with a fresh view, since performing it may take a connect timeout):
+
+1. ``close()`` (:class:`Stop`) and a lost session (:class:`Reconnect`): at once.
+2. The reconnect run's next attempt (dialing only): its delay, cut short by a pool change.
+3. Standby refill (``backup=True``): the first try at once, later ones on the schedule.
+4. Priority probes (a better tier exists): on the schedule's back-off.
+5. Rebalancing: the move to this client's rendezvous home at its turn in the drain window,
+   and every quarantine release (a released broker may be the home again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+__all__ = [
+    "Action",
+    "Arm",
+    "Dial",
+    "Disarm",
+    "DrawTurn",
+    "Probe",
+    "Rebalance",
+    "Reconnect",
+    "Refill",
+    "Settle",
+    "Step",
+    "Stop",
+    "Timer",
+    "TimerName",
+    "View",
+    "decide",
+]
+
+K = TypeVar("K")
+"""A broker as the driver names it (an address in the engine; a plain int or str in tests)."""
+
+TimerName = Literal["probe", "refill"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A background retry's timer: ``due`` when armed; ``retry`` after a try that failed."""
+
+    due: float | None = None
+    retry: bool = False
+
+    @property
+    def idle(self) -> bool:
+        return self.due is None and not self.retry
+
+
+@dataclass(frozen=True, slots=True)
+class View(Generic[K]):
+    """What the decisions need of the connection's state, as plain values.
+
+    Dialing (no current session): ``attempt_due`` is when the reconnect run's next attempt is
+    due, ``brokers_changed`` that the pool changed since its delay began (which cuts it short:
+    a broker that joined is tried at once). Serving: ``alive`` says whether the current session
+    is; the rest describes the background work around it.
+    """
+
+    stopping: bool = False
+    dialing: bool = False
+    attempt_due: float | None = None
+    brokers_changed: bool = False
+    alive: bool = True
+    probe_targets: tuple[K, ...] = ()
+    """Brokers of a better tier to probe, best first (empty: nothing better, or no priority
+    backup)."""
+    probe: Timer = Timer()
+    standbys_wanted: int = 0
+    refill_candidates: tuple[K, ...] = ()
+    """Brokers to stand by, in plan order; needed only once the refill is due (a plan
+    advances a round-robin policy, so the driver may leave it empty before)."""
+    refill: Timer = Timer()
+    rebalancing: bool = False
+    home: K | None = None
+    """Where rebalancing wants the client, when that is not where it is."""
+    turn: float | None = None
+    """When the move to ``home`` is due (None: its turn is not drawn yet)."""
+    turn_pending: bool = False
+    """A turn is drawn for some home (settle it when there is no home any more)."""
+    next_release: float | None = None
+    """The earliest end of a quarantine still running at ``now``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """``close()`` was called: end the loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """The current session is lost: fail over."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dial:
+    """Make the reconnect run's next attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """Draw the timer's next delay from the schedule and set it due ``now`` + that delay."""
+
+    timer: TimerName
+
+
+@dataclass(frozen=True, slots=True)
+class Disarm:
+    """The timer's work is gone: forget it and its back-off."""
+
+    timer: TimerName
+
+
+@dataclass(frozen=True, slots=True)
+class Refill(Generic[K]):
+    """Open standbys to ``candidates``, in order, until ``wanted`` are up."""
+
+    candidates: tuple[K, ...]
+    wanted: int
+
+
+@dataclass(frozen=True, slots=True)
+class Probe(Generic[K]):
+    """Try the better ``targets`` in order; switch to the first that handshakes."""
+
+    targets: tuple[K, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DrawTurn(Generic[K]):
+    """The home changed: draw this client's turn in the drain window for ``home``."""
+
+    home: K
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """No move is waiting any more (the home is where the client is, or gone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance(Generic[K]):
+    """Move to ``home`` now (its turn came)."""
+
+    home: K
+
+
+Action = (
+    Stop
+    | Reconnect
+    | Dial
+    | Arm
+    | Disarm
+    | Refill[K]
+    | Probe[K]
+    | DrawTurn[K]
+    | Settle
+    | Rebalance[K]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Step(Generic[K]):
+    """An action to perform now (then decide again at once), or when to look again.
+
+    ``wake_at`` None with no action: nothing is pending; wait for a wake-up only.
+    """
+
+    action: Action[K] | None = None
+    wake_at: float | None = None
+
+
+def decide(view: View[K], now: float) -> Step[K]:
+    """The next step of the loop at ``now``; pure (see the module docstring)."""
+    if view.stopping:
+        return Step(Stop())
+    if view.dialing:
+        due = view.attempt_due
+        if due is None or view.brokers_changed or now >= due:
+            return Step(Dial())
+        return Step(wake_at=due)
+    if not view.alive:
+        return Step(Reconnect())
+    deadlines: list[float] = []
+    for duty in (_refill, _probe, _rebalance):
+        action = duty(view, now, deadlines)
+        if action is not None:
+            return Step(action)
+    return Step(wake_at=min(deadlines, default=None))
+
+
+def _refill(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    timer = view.refill
+    if view.standbys_wanted <= 0:
+        return None if timer.idle else Disarm("refill")
+    if timer.due is not None and now < timer.due:
+        deadlines.append(timer.due)  # backing off (the candidates are not needed before)
+        return None
+    if not view.refill_candidates:
+        return None  # nobody else to stand by: a topology change wakes the loop
+    if timer.retry:
+        return Arm("refill")  # the first refill is immediate; after a failed one, the back-off
+    return Refill(view.refill_candidates, view.standbys_wanted)
+
+
+def _probe(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    timer = view.probe
+    if not view.probe_targets:
+        return None if timer.idle else Disarm("probe")
+    if timer.due is None:
+        return Arm("probe")  # a preferred broker just went down: give it the schedule's delay
+    if now >= timer.due:
+        return Probe(view.probe_targets)
+    deadlines.append(timer.due)
+    return None
+
+
+def _rebalance(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    if not view.rebalancing:
+        return None
+    release = view.next_release
+    if release is not None and release > now:
+        deadlines.append(release)  # a released broker may be the home again
+    # (A release at ``now`` or before is in the home the view was built with.)
+    if view.home is None:
+        return Settle() if view.turn_pending else None
+    if view.turn is None:
+        return DrawTurn(view.home)
+    if now >= view.turn:
+        return Rebalance(view.home)
+    deadlines.append(view.turn)
+    return None

@@ -1,0 +1,223 @@
+"""The reconnect loop's decisions as a table: ``(view, now) -> step``, brokers as plain ints.
+
+Each kind of pending work has rows that show it gets an action or a deadline; a property then
+checks the rule for any view: ``wake_at`` is None only when nothing at all is pending, and a
+deadline without an action always lies in the future (no spin, no lost wake-up).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from failover_client.engine._decide import (
+    Arm,
+    Dial,
+    Disarm,
+    DrawTurn,
+    Probe,
+    Rebalance,
+    Reconnect,
+    Refill,
+    Settle,
+    Step,
+    Stop,
+    Timer,
+    View,
+    decide,
+)
+
+PROPERTY = settings(derandomize=True, database=None, max_examples=500, deadline=None)
+
+NOW = 10.0
+ARMED = Timer(due=15.0)
+DUE = Timer(due=10.0)
+RETRY = Timer(retry=True)
+
+ROWS: list[tuple[str, View[int], Step[int]]] = [
+    # nothing at all is pending: only a wake-up (loss, topology change, close) ends the wait
+    ("idle", View(), Step()),
+    ("closing", View(stopping=True, probe_targets=(1,)), Step(Stop())),
+    ("session lost", View(alive=False, probe_targets=(1,)), Step(Reconnect())),
+    # reconnect delays
+    ("dial: delay running", View(dialing=True, attempt_due=12.0), Step(wake_at=12.0)),
+    ("dial: delay over", View(dialing=True, attempt_due=10.0), Step(Dial())),
+    ("dial: no delay", View(dialing=True), Step(Dial())),
+    (
+        "dial: the pool changed, the delay is cut short",
+        View(dialing=True, attempt_due=12.0, brokers_changed=True),
+        Step(Dial()),
+    ),
+    ("dial: closing", View(stopping=True, dialing=True, attempt_due=12.0), Step(Stop())),
+    # standby refills
+    (
+        "refill: first try at once",
+        View(standbys_wanted=1, refill_candidates=(2, 3)),
+        Step(Refill((2, 3), 1)),
+    ),
+    (
+        "refill: failed, back off",
+        View(standbys_wanted=1, refill_candidates=(2,), refill=RETRY),
+        Step(Arm("refill")),
+    ),
+    ("refill: backing off", View(standbys_wanted=1, refill=ARMED), Step(wake_at=15.0)),
+    (
+        "refill: back-off over",
+        View(standbys_wanted=2, refill_candidates=(3,), refill=DUE),
+        Step(Refill((3,), 2)),
+    ),
+    ("refill: nobody to stand by", View(standbys_wanted=1, refill_candidates=()), Step()),
+    ("refill: full again", View(standbys_wanted=0, refill=ARMED), Step(Disarm("refill"))),
+    # priority probes
+    ("probe: a better broker, arm", View(probe_targets=(1,)), Step(Arm("probe"))),
+    ("probe: waiting", View(probe_targets=(1,), probe=ARMED), Step(wake_at=15.0)),
+    ("probe: due", View(probe_targets=(1, 0), probe=DUE), Step(Probe((1, 0)))),
+    ("probe: failed, back off", View(probe_targets=(1,), probe=RETRY), Step(Arm("probe"))),
+    ("probe: nothing better any more", View(probe=ARMED), Step(Disarm("probe"))),
+    # rebalancing turns and quarantine releases
+    (
+        "rebalance: home quarantined until 12 (the lost wake-up)",
+        View(rebalancing=True, next_release=12.0),
+        Step(wake_at=12.0),
+    ),
+    ("rebalance: at home", View(rebalancing=True), Step()),
+    (
+        "rebalance: home gone, forget the turn",
+        View(rebalancing=True, turn_pending=True),
+        Step(Settle()),
+    ),
+    ("rebalance: new home, draw a turn", View(rebalancing=True, home=4), Step(DrawTurn(4))),
+    (
+        "rebalance: waiting for the turn",
+        View(rebalancing=True, home=4, turn=11.5, turn_pending=True),
+        Step(wake_at=11.5),
+    ),
+    (
+        "rebalance: a release comes before the turn",
+        View(rebalancing=True, home=4, turn=11.5, turn_pending=True, next_release=10.5),
+        Step(wake_at=10.5),
+    ),
+    (
+        "rebalance: the turn came",
+        View(rebalancing=True, home=4, turn=10.0, turn_pending=True),
+        Step(Rebalance(4)),
+    ),
+    ("rebalance: off, releases do not matter", View(next_release=12.0), Step()),
+    # several duties: the earliest deadline, the refill first among actions
+    (
+        "earliest of refill, probe and turn",
+        View(
+            standbys_wanted=1,
+            refill=ARMED,
+            probe_targets=(1,),
+            probe=Timer(due=13.0),
+            rebalancing=True,
+            home=4,
+            turn=14.0,
+            turn_pending=True,
+        ),
+        Step(wake_at=13.0),
+    ),
+    (
+        "a due refill before a due probe",
+        View(standbys_wanted=1, refill_candidates=(2,), probe_targets=(1,), probe=DUE),
+        Step(Refill((2,), 1)),
+    ),
+    (
+        "a due probe before a due turn",
+        View(probe_targets=(1,), probe=DUE, rebalancing=True, home=4, turn=9.0),
+        Step(Probe((1,))),
+    ),
+]
+
+
+@pytest.mark.parametrize(("view", "step"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_decision_table(view: View[int], step: Step[int]) -> None:
+    assert decide(view, NOW) == step
+
+
+def pending(view: View[int], now: float) -> bool:
+    """Whether any work is pending, said independently of decide()."""
+    return (
+        view.stopping
+        or view.dialing
+        or not view.alive
+        or (
+            view.standbys_wanted > 0
+            and (view.refill.due is not None or view.refill_candidates != ())
+        )
+        or (view.standbys_wanted <= 0 and not view.refill.idle)
+        or view.probe_targets != ()
+        or not view.probe.idle
+        or (view.rebalancing and (view.home is not None or view.turn_pending))
+        or (view.rebalancing and view.next_release is not None and view.next_release > now)
+    )
+
+
+times = st.floats(min_value=0.0, max_value=20.0)
+timers = st.builds(Timer, due=st.none() | times, retry=st.booleans())
+brokers = st.lists(st.integers(0, 5), max_size=3, unique=True).map(tuple)
+dialing = st.builds(
+    View, dialing=st.just(True), attempt_due=st.none() | times, brokers_changed=st.booleans()
+)
+refilling = st.builds(
+    View, standbys_wanted=st.integers(-1, 2), refill_candidates=brokers, refill=timers
+)
+probing = st.builds(View, probe_targets=brokers, probe=timers)
+rebalancing = st.builds(
+    View,
+    rebalancing=st.just(True),
+    home=st.none() | st.integers(0, 5),
+    turn=st.none() | times,
+    turn_pending=st.booleans(),
+    next_release=st.none() | times,
+)
+everything = st.builds(
+    View,
+    stopping=st.booleans(),
+    dialing=st.booleans(),
+    attempt_due=st.none() | times,
+    brokers_changed=st.booleans(),
+    alive=st.booleans(),
+    probe_targets=brokers,
+    probe=timers,
+    standbys_wanted=st.integers(-1, 2),
+    refill_candidates=brokers,
+    refill=timers,
+    rebalancing=st.booleans(),
+    home=st.none() | st.integers(0, 5),
+    turn=st.none() | times,
+    turn_pending=st.booleans(),
+    next_release=st.none() | times,
+)
+# One kind of pending work at a time (each alone must get its deadline), then all at once.
+views = st.one_of(dialing, refilling, probing, rebalancing, everything)
+
+
+@PROPERTY
+@given(views, times)
+def test_no_wait_without_a_deadline_while_work_is_pending(view: View[int], now: float) -> None:
+    step = decide(view, now)
+    if step.action is None:
+        if step.wake_at is None:
+            assert not pending(view, now) or _backing_off_without_candidates(view), view
+        else:
+            assert step.wake_at > now, (view, step)  # a deadline already over would spin
+
+
+def _backing_off_without_candidates(view: View[int]) -> bool:
+    # A refill whose back-off is over with nobody to stand by: only a topology change (which
+    # wakes the loop) can give it work.
+    refill = view.refill
+    return view.standbys_wanted > 0 and view.refill_candidates == () and refill.due is not None
+
+
+def test_decide_is_pure() -> None:
+    view: View[int] = View(
+        rebalancing=True, home=4, turn=11.5, turn_pending=True, next_release=10.5
+    )
+    assert decide(view, NOW) == decide(view, NOW) == Step(wake_at=10.5)
+    # At 10.5 the release is in the home the view was built with: it is no deadline any more.
+    assert decide(view, 10.5) == Step(wake_at=11.5)
+    assert decide(view, 11.5) == Step(Rebalance(4))
