@@ -40,7 +40,8 @@ def make(
     clock = FakeClock(autojump=autojump)
     connector = connector_type(clock=clock, auto_confirm=auto_confirm)
     events = EventRecorder()
-    opts = FailoverOptions(randomize=False, **options)
+    # Exact virtual timelines: without the default reconnect jitter unless a test asks for it.
+    opts = FailoverOptions(**{"randomize": False, "reconnect_jitter": 0.0, **options})
     conn = FailoverConnection(
         members,
         options=opts,

@@ -9,6 +9,12 @@ import pytest
 from failover_client import FailoverOptions, OptionError
 from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun, infer_style
 
+
+def exact(**fields: object) -> FailoverOptions:
+    """Options without the default jitter: the systems' exact delays (``reconnectJitter=0``)."""
+    return FailoverOptions(**{"reconnect_jitter": 0.0, **fields})  # type: ignore[arg-type]
+
+
 CLASSIC_GROWTH = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 30.0]
 
 
@@ -27,30 +33,26 @@ def drain(run: ScheduleRun, most: int = 100) -> list[float]:
 
 
 def test_classic_defaults_at_startup() -> None:
-    run = ReconnectSchedule.from_options(FailoverOptions()).start(startup=True)
+    run = ReconnectSchedule.from_options(exact()).start(startup=True)
     assert run.delays(16) == [0.0, *CLASSIC_GROWTH, 30.0, 30.0]
 
 
 def test_classic_after_a_loss_waits_the_initial_delay_first() -> None:
     # doReconnect calls doDelay() before the first pass after a loss, which also advances the
     # backoff: the runtime run is the startup run without its leading 0.
-    run = ReconnectSchedule.from_options(FailoverOptions()).start(startup=False)
+    run = ReconnectSchedule.from_options(exact()).start(startup=False)
     assert run.delays(15) == [*CLASSIC_GROWTH, 30.0, 30.0]
 
 
 def test_classic_without_exponential_backoff_always_waits_the_initial_delay() -> None:
-    options = FailoverOptions(
-        use_exponential_backoff=False, initial_reconnect_delay=0.5, reconnect_delay=7.0
-    )
+    options = exact(use_exponential_backoff=False, initial_reconnect_delay=0.5, reconnect_delay=7.0)
     schedule = ReconnectSchedule.from_options(options)
     assert schedule.start(startup=True).delays(5) == [0.0, 0.5, 0.5, 0.5, 0.5]
     assert schedule.start(startup=False).delays(4) == [0.5, 0.5, 0.5, 0.5]
 
 
 def test_classic_custom_multiplier_and_cap() -> None:
-    options = FailoverOptions(
-        initial_reconnect_delay=1.0, backoff_multiplier=3.0, max_reconnect_delay=20.0
-    )
+    options = exact(initial_reconnect_delay=1.0, backoff_multiplier=3.0, max_reconnect_delay=20.0)
     schedule = ReconnectSchedule.from_options(options)
     assert schedule.start(startup=True).delays(6) == [0.0, 1.0, 3.0, 9.0, 20.0, 20.0]
     assert schedule.start(startup=False).delays(5) == [1.0, 3.0, 9.0, 20.0, 20.0]
@@ -59,25 +61,25 @@ def test_classic_custom_multiplier_and_cap() -> None:
 def test_classic_reconnect_delay_seeds_the_startup_backoff_only() -> None:
     # reconnectDelay is Classic's current-delay field: a non-default value survives the first
     # resetReconnectDelay() and drives startup; a successful connection resets it to I.
-    options = FailoverOptions(initial_reconnect_delay=0.1, reconnect_delay=0.5)
+    options = exact(initial_reconnect_delay=0.1, reconnect_delay=0.5)
     schedule = ReconnectSchedule.from_options(options)
     assert schedule.start(startup=True).delays(4) == [0.0, 0.5, 1.0, 2.0]
     assert schedule.start(startup=False).delays(3) == [0.1, 0.2, 0.4]
 
 
 def test_classic_default_reconnect_delay_is_replaced_by_the_initial_delay() -> None:
-    options = FailoverOptions(initial_reconnect_delay=0.1, reconnect_delay=0.01)
+    options = exact(initial_reconnect_delay=0.1, reconnect_delay=0.01)
     schedule = ReconnectSchedule.from_options(options)
     assert schedule.start(startup=True).delays(4) == [0.0, 0.1, 0.2, 0.4]
 
 
 def test_classic_zero_initial_delay_reconnects_at_once() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions(initial_reconnect_delay=0.0))
+    schedule = ReconnectSchedule.from_options(exact(initial_reconnect_delay=0.0))
     assert schedule.start(startup=False).delays(4) == [0.0, 0.0, 0.0, 0.0]
 
 
 def test_classic_max_reconnect_attempts_counts_passes() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions(max_reconnect_attempts=3))
+    schedule = ReconnectSchedule.from_options(exact(max_reconnect_attempts=3))
     run = schedule.start(startup=False)
     assert drain(run) == [0.01, 0.02, 0.04]
     assert run.attempts == 3
@@ -87,14 +89,14 @@ def test_classic_max_reconnect_attempts_counts_passes() -> None:
 
 
 def test_classic_zero_attempts_after_a_loss_means_no_reconnect() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions(max_reconnect_attempts=0))
+    schedule = ReconnectSchedule.from_options(exact(max_reconnect_attempts=0))
     run = schedule.start(startup=False)
     assert run.next_delay() is None
     assert run.attempts == 0
 
 
 def test_startup_limit_applies_before_the_first_connection_only() -> None:
-    options = FailoverOptions(startup_max_reconnect_attempts=2, max_reconnect_attempts=4)
+    options = exact(startup_max_reconnect_attempts=2, max_reconnect_attempts=4)
     schedule = ReconnectSchedule.from_options(options)
     assert drain(schedule.start(startup=True)) == [0.0, 0.01]
     assert drain(schedule.start(startup=False)) == [0.01, 0.02, 0.04, 0.08]
@@ -102,20 +104,20 @@ def test_startup_limit_applies_before_the_first_connection_only() -> None:
 
 def test_startup_limit_unset_falls_back_to_max_reconnect_attempts() -> None:
     # Classic and Qpid JMS: startupMaxReconnectAttempts -1 means "not set", not "unlimited".
-    options = FailoverOptions(startup_max_reconnect_attempts=-1, max_reconnect_attempts=3)
+    options = exact(startup_max_reconnect_attempts=-1, max_reconnect_attempts=3)
     run = ReconnectSchedule.from_options(options).start(startup=True)
     assert drain(run) == [0.0, 0.01, 0.02]
 
 
 def test_startup_limit_zero_still_makes_the_first_pass() -> None:
-    options = FailoverOptions(startup_max_reconnect_attempts=0, max_reconnect_attempts=0)
+    options = exact(startup_max_reconnect_attempts=0, max_reconnect_attempts=0)
     schedule = ReconnectSchedule.from_options(options)
     assert drain(schedule.start(startup=True)) == [0.0]
     assert drain(schedule.start(startup=False)) == []
 
 
 def test_unlimited_never_gives_up_and_stays_at_the_cap() -> None:
-    run = ReconnectSchedule.from_options(FailoverOptions()).start(startup=False)
+    run = ReconnectSchedule.from_options(exact()).start(startup=False)
     assert run.limit is None
     delays = drain(run, most=5000)
     assert len(delays) == 5000
@@ -125,7 +127,7 @@ def test_unlimited_never_gives_up_and_stays_at_the_cap() -> None:
 
 
 def test_classic_warns_after_the_first_failure_and_every_nth() -> None:
-    run = ReconnectSchedule.from_options(FailoverOptions(warn_after_reconnect_attempts=3)).start(
+    run = ReconnectSchedule.from_options(exact(warn_after_reconnect_attempts=3)).start(
         startup=False
     )
     warned = []
@@ -136,7 +138,7 @@ def test_classic_warns_after_the_first_failure_and_every_nth() -> None:
 
 
 def test_no_warning_before_any_attempt_or_when_disabled() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions(warn_after_reconnect_attempts=0))
+    schedule = ReconnectSchedule.from_options(exact(warn_after_reconnect_attempts=0))
     run = schedule.start(startup=True)
     assert not run.should_warn()
     drain(run, most=30)
@@ -146,7 +148,7 @@ def test_no_warning_before_any_attempt_or_when_disabled() -> None:
 
 # --- Qpid JMS --------------------------------------------------------------------------------
 
-QPID_DEFAULTS = FailoverOptions(
+QPID_DEFAULTS = exact(
     initial_reconnect_delay=0.0,
     reconnect_delay=0.01,
     max_reconnect_delay=30.0,
@@ -202,7 +204,7 @@ def test_qpid_warns_only_on_multiples() -> None:
 
 # --- Artemis ---------------------------------------------------------------------------------
 
-ARTEMIS = FailoverOptions(
+ARTEMIS = exact(
     attempt_unit="broker",
     reconnect_delay=2.0,
     backoff_multiplier=1.5,
@@ -238,7 +240,7 @@ def test_artemis_zero_reconnect_attempts_means_no_reconnect() -> None:
 
 
 def test_artemis_defaults_wait_two_seconds_between_tries() -> None:
-    options = FailoverOptions(
+    options = exact(
         attempt_unit="broker",
         reconnect_delay=2.0,
         backoff_multiplier=1.0,
@@ -279,7 +281,7 @@ def test_artemis_startup_unlimited() -> None:
 
 
 def test_a_new_run_starts_from_the_initial_delay_again() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions())
+    schedule = ReconnectSchedule.from_options(exact())
     first = schedule.start(startup=True)
     assert drain(first, most=6) == [0.0, 0.01, 0.02, 0.04, 0.08, 0.16]
     # Connected; later the connection is lost: the manager starts a new run.
@@ -291,9 +293,7 @@ def test_a_new_run_starts_from_the_initial_delay_again() -> None:
 
 
 def test_delays_looks_ahead_without_changing_the_run() -> None:
-    run = ReconnectSchedule.from_options(FailoverOptions(max_reconnect_attempts=4)).start(
-        startup=False
-    )
+    run = ReconnectSchedule.from_options(exact(max_reconnect_attempts=4)).start(startup=False)
     run.next_delay()
     assert run.delays(10) == [0.02, 0.04, 0.08]
     assert run.attempts == 1
@@ -302,9 +302,7 @@ def test_delays_looks_ahead_without_changing_the_run() -> None:
 
 
 def test_jitter_is_exact_for_a_seeded_generator() -> None:
-    schedule = ReconnectSchedule.from_options(
-        FailoverOptions(reconnect_jitter=0.5), rng=random.Random(42)
-    )
+    schedule = ReconnectSchedule.from_options(exact(reconnect_jitter=0.5), rng=random.Random(42))
     run = schedule.start(startup=True)
     assert run.delays(5) == [
         0.0,
@@ -325,7 +323,7 @@ def test_jitter_is_exact_for_a_seeded_generator() -> None:
 
 def test_jitter_keeps_the_cap_a_hard_bound() -> None:
     schedule = ReconnectSchedule.from_options(
-        FailoverOptions(reconnect_jitter=1.0, max_reconnect_delay=0.05), rng=random.Random(1)
+        exact(reconnect_jitter=1.0, max_reconnect_delay=0.05), rng=random.Random(1)
     )
     delays = schedule.start(startup=False).delays(50)
     assert all(0.0 <= d <= 0.05 for d in delays)
@@ -334,12 +332,12 @@ def test_jitter_keeps_the_cap_a_hard_bound() -> None:
 def test_without_jitter_the_generator_is_not_used() -> None:
     rng = random.Random(3)
     state = rng.getstate()
-    drain(ReconnectSchedule.from_options(FailoverOptions(), rng=rng).start(startup=True), 20)
+    drain(ReconnectSchedule.from_options(exact(), rng=rng).start(startup=True), 20)
     assert rng.getstate() == state
 
 
 def test_from_options_copies_every_schedule_field() -> None:
-    options = FailoverOptions(
+    options = exact(
         initial_reconnect_delay=0.1,
         reconnect_delay=0.2,
         max_reconnect_delay=3.0,
@@ -366,11 +364,11 @@ def test_from_options_copies_every_schedule_field() -> None:
 
 
 def test_explicit_style_overrides_the_guess() -> None:
-    schedule = ReconnectSchedule.from_options(FailoverOptions(), style="qpid")
+    schedule = ReconnectSchedule.from_options(exact(), style="qpid")
     assert schedule.style == "qpid"
-    assert infer_style(FailoverOptions(attempt_unit="broker")) == "artemis"
-    assert infer_style(FailoverOptions()) == "classic"
-    classic_spelling = FailoverOptions(sources=(("reconnect_delay", "initialReconnectDelay"),))
+    assert infer_style(exact(attempt_unit="broker")) == "artemis"
+    assert infer_style(exact()) == "classic"
+    classic_spelling = exact(sources=(("reconnect_delay", "initialReconnectDelay"),))
     assert infer_style(classic_spelling) == "classic"
 
 

@@ -22,7 +22,11 @@ from ._query import (
 from ._redact import Pairs
 from ._scan import Pair, RawAgent, RawComposite, RawMember, RawNode
 
-__all__ = ["build", "build_raw", "dialect_defaults"]
+__all__ = ["LOGIN_PARAM", "PASSCODE_PARAM", "build", "build_raw", "dialect_defaults"]
+
+LOGIN_PARAM = "login"
+PASSCODE_PARAM = "passcode"
+"""stomp.py's names for a member's credentials, taken as its user and password."""
 
 # --- public entry points -------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class _Builder:
             member.password,
             tuple((p.key, p.value) for p in read.leftovers),
         )
-        effective = self.credentials(read, [effective])[0]
+        effective = self.credentials(read, [self.own_credentials(effective)])[0]
         return FailoverURI(
             form="single",
             dialect=dialect,
@@ -190,7 +194,7 @@ class _Builder:
         if read.leftovers:
             defaults = _pairs(read.leftovers)
             members = [_default(m, defaults) for m in members]
-        members = self.credentials(read, members)
+        members = self.credentials(read, [self.own_credentials(m) for m in members])
         options = read.options
         if not components and (form != "failover" or options.update_uris_url is None):
             # ActiveMQ reads the whole list from updateURIsURL when the parentheses are empty.
@@ -276,6 +280,32 @@ class _Builder:
             else BrokerAddress(m.scheme, m.host, m.port, user, password, m.params)
             for m in members
         ]
+
+    def own_credentials(self, member: BrokerAddress) -> BrokerAddress:
+        """A member's ``login`` / ``passcode`` params (stomp.py's names, the STOMP CONNECT
+        headers) are its user and password: kept as params they were silently unused."""
+        login = member.param(LOGIN_PARAM)
+        passcode = member.secret_param(PASSCODE_PARAM)
+        if login is None and passcode is None:
+            return member
+        if member.user is not None:
+            raise self.ctx.option_error(
+                f"member {member}: give the credentials once, as user:password@ or as "
+                f"{LOGIN_PARAM}/{PASSCODE_PARAM}",
+                LOGIN_PARAM if login is not None else PASSCODE_PARAM,
+                None,
+            )
+        if login is None:
+            raise self.ctx.option_error(
+                f"member {member}: {PASSCODE_PARAM} needs a {LOGIN_PARAM} (the user it is the "
+                "password of)",
+                PASSCODE_PARAM,
+                None,
+            )
+        params = tuple(
+            (k, v) for k, v in _clear(member.params) if k not in (LOGIN_PARAM, PASSCODE_PARAM)
+        )
+        return BrokerAddress(member.scheme, member.host, member.port, login, passcode, params)
 
     # --- leaves --------------------------------------------------------------------------------
 

@@ -95,8 +95,9 @@ class FailoverOptions:
     max_reconnect_delay: float = 30.0
     use_exponential_backoff: bool = True
     backoff_multiplier: float = 2.0
-    reconnect_jitter: float = 0.0
-    """Fraction (0..1) of each delay randomised, so many clients do not reconnect in lock-step."""
+    reconnect_jitter: float = 0.5
+    """Fraction (0..1) by which each reconnect delay is shortened at random, so many clients do
+    not reconnect in lock-step (0: the dialect's delays exactly)."""
     max_reconnect_attempts: int = -1
     startup_max_reconnect_attempts: int = -1
     attempt_unit: AttemptUnit = "pass"

@@ -20,6 +20,7 @@ MASK = "***"
 # one of them: ``tls.keyFile`` is a path, ``tls.keyPassword`` is caught by "password".
 _SECRET_WORDS = (
     "password",
+    "passcode",  # stomp.py's and the STOMP CONNECT header's name for the password
     "passwd",
     "passphrase",
     "secret",

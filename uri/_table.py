@@ -298,9 +298,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _f("maxFrameSize", ("max_frame_size",), "positive_int", "104857600",
        "Largest frame (header block and body, in bytes) accepted from a broker; a larger one "
        "drops the connection as a protocol violation (ActiveMQ's own limit and default)."),
-    _f("reconnectJitter", ("reconnect_jitter",), "fraction", "0.0",
-       "Fraction (0..1) of each delay that is randomised so clients do not reconnect in "
-       "lock-step."),
+    _f("reconnectJitter", ("reconnect_jitter",), "fraction", "0.5",
+       "Fraction (0..1) by which each reconnect delay is shortened at random, so a fleet of "
+       "clients that lost their brokers together does not reconnect in lock-step; an "
+       "immediate attempt stays immediate. 0: the Classic / Artemis / Qpid JMS delays exactly."),
     _f("confirmWindow", ("confirm_window",), "positive_int", "1024",
        "Unconfirmed sends allowed per connection before send waits; their bytes are bounded "
        "by maxCacheSize as well (the default 131072 holds 128 sends of 1 KiB)."),

@@ -64,7 +64,15 @@ happens to equal 10 ms (e.g. I = 5 ms, m = 2 never grows past 10 ms); that accid
 
 Jitter (``reconnect_jitter`` = j, none of the three clients has it): each non-zero delay d becomes
 d * (1 - j * u) with u uniform in [0, 1) from the injected ``random.Random``, so jitter only
-shortens a delay and M stays a hard bound.
+shortens a delay and M stays a hard bound. An immediate attempt (d = 0: the first try of a
+startup run, the first try after a loss where the style has none) stays immediate, so jitter
+never slows a failover to another broker; it only spreads the retries and the back-off.
+
+The option's default is j = 0.5, not the Java clients' 0: without it, clients that lost their
+brokers together share one delay sequence and come back in the same instant (a fleet of 50
+Classic clients whose broker is away for a minute all retry within the same millisecond once
+the delays reach M; with j = 0.5 their retries spread over about M/2). A URI that sets
+``reconnectJitter`` gets exactly that value; ``reconnectJitter=0`` gives the delays above exactly.
 """
 
 from __future__ import annotations
