@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from failover_client.adapter import ConfirmCallback
 
-__all__ = ["Completion", "ReceiptBook", "new_nonce", "run_all"]
+__all__ = ["Completion", "ReceiptBook", "new_nonce", "run_all", "with_nonce"]
 
 _NONCE_BYTES = 6
 """48 random bits per session: a peer guesses a live id with odds of one in 2**48 per try."""
