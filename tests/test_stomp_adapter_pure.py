@@ -21,6 +21,7 @@ from failover_client import (
     TLSFailure,
 )
 from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.net._completions import run_all
 from failover_client.net._tls import build_ssl_context
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -46,7 +47,7 @@ from failover_client.stomp._heartbeat import (
     parse_heartbeat_header,
     request_header,
 )
-from failover_client.stomp._receipts import ReceiptBook, run_all
+from failover_client.stomp._receipts import ReceiptBook
 
 BROKER = "stomp://b1:61613"
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ProtocolViolation
 from failover_client._throttle import LogThrottle
+from failover_client.net._completions import Completion
 from failover_client.stomp._batch import Outcome
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -29,7 +30,6 @@ from failover_client.stomp._errors import (
 )
 from failover_client.stomp._frames import check_handshake_bytes, received_from_frame
 from failover_client.stomp._outbound import Outbound
-from failover_client.stomp._receipts import Completion
 from failover_client.stomp._state import SessionState
 from failover_client.stomp._teardown import lose
 

@@ -28,12 +28,11 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from failover_client.adapter import ConfirmCallback
+from failover_client.net._completions import Completion
 
-__all__ = ["Completion", "ReceiptBook", "new_nonce", "run_all", "with_nonce"]
+__all__ = ["ReceiptBook", "new_nonce", "with_nonce"]
 
 _NONCE_BYTES = 6
 """48 random bits per session: a peer guesses a live id with odds of one in 2**48 per try."""
@@ -49,17 +48,6 @@ def with_nonce(prefix: str, nonce: str | None) -> str:
     if nonce is None:
         nonce = new_nonce()
     return f"{prefix}{nonce}-" if nonce else prefix
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One callback to run with its outcome (``None`` = confirmed)."""
-
-    callback: ConfirmCallback
-    outcome: BaseException | None
-
-    def run(self) -> None:
-        self.callback(self.outcome)
 
 
 class ReceiptBook:
@@ -206,19 +194,3 @@ class ReceiptBook:
             f"ReceiptBook(outstanding={self.outstanding}, unknown={self.unknown}, "
             f"premature={self.premature}, {state})"
         )
-
-
-def run_all(
-    completions: list[Completion] | Completion | None,
-    on_error: Callable[[BaseException], None],
-) -> None:
-    """Run completions in order; a callback that raises is reported, never propagated."""
-    if completions is None:
-        return
-    if isinstance(completions, Completion):
-        completions = [completions]
-    for completion in completions:
-        try:
-            completion.run()
-        except Exception as exc:  # noqa: BLE001 - a manager bug must not kill the I/O thread
-            on_error(exc)

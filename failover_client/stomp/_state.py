@@ -30,9 +30,10 @@ from stomp.protocol import Protocol12
 from failover_client._clock import Clock
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import Session, SessionListener
+from failover_client.net._completions import Completion, dead_error, run_all
 from failover_client.stomp._batch import GroupCommit
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatState
-from failover_client.stomp._receipts import Completion, ReceiptBook, run_all
+from failover_client.stomp._receipts import ReceiptBook
 from failover_client.stomp._transport import BoundTransport
 from failover_client.uri import BrokerAddress
 
@@ -143,11 +144,7 @@ class SessionState:
         """Why nothing can be written now: closed, not connected yet, or lost (and why)."""
         with self.lock:
             phase, cause = self.phase, self.lost_cause
-        if phase == "closed":
-            return BrokerUnavailable("session is closed", broker=self.broker)
-        if phase == "connecting":
-            return BrokerUnavailable("session is not connected yet", broker=self.broker)
-        return BrokerUnavailable(f"session was lost: {cause}", broker=self.broker)
+        return dead_error(phase, cause, broker=self.broker)
 
     def complete(self, completions: list[Completion] | Completion | None) -> None:
         """Run confirmation callbacks; one that raises is reported, the others still run."""
