@@ -52,6 +52,8 @@ from failover_client._events import (
     StandbyLost,
     SubscriptionFailed,
     TopologyChanged,
+    TopologySourceFailed,
+    TopologyTruncated,
 )
 from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
@@ -114,6 +116,8 @@ __all__ = [
     "TLSFailure",
     "TopologyChanged",
     "TopologyDelta",
+    "TopologySourceFailed",
+    "TopologyTruncated",
     "URIError",
     "parse",
 ]

@@ -8,6 +8,7 @@ tried at once; an entry of another protocol never joins the pool.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 
@@ -20,6 +21,7 @@ from failover_client import (
     FailoverConnection,
     Rebalanced,
     TopologyChanged,
+    TopologyTruncated,
 )
 from failover_client.engine._adapters import ProtocolConnector
 from failover_client.engine._pool import BrokerPool, BrokerState
@@ -256,3 +258,22 @@ def test_with_priority_backup_a_learned_broker_is_a_backup_unless_named() -> Non
     assert conn.pool.state("p:1").tier == 0  # named in priorityURIs: preferred when it comes
     assert (conn.pool.state(A.key).tier, conn.pool.state(B.key).tier) == (0, 1)
     conn.close()
+
+
+# --- a flood of pushed brokers --------------------------------------------------------------------
+
+
+def test_ten_thousand_pushed_brokers_are_cut_to_the_cap_with_one_event_and_short_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flood = [BrokerAddress("stomp", f"h{n}", 61613) for n in range(10_000)]
+    conn, _, events, _ = connection((A,), topology_max_brokers=256)
+    caplog.set_level(logging.DEBUG, logger="failover_client")
+    with conn:
+        for _ in range(3):  # a source that pushes the same oversized list again and again
+            conn.update_brokers(flood, source="flood", pushed=True)
+        assert len(conn.pool.states()) == 256
+    # close() joined the dispatch thread: every event was delivered
+    truncated = events.of_type(TopologyTruncated)
+    assert truncated == [TopologyTruncated("flood", 10_000 - 255, 256)]
+    assert max(len(r.getMessage()) for r in caplog.records) < 2_000

@@ -60,6 +60,8 @@ EXPECTED = {
     "TLSFailure",
     "TopologyChanged",
     "TopologyDelta",
+    "TopologySourceFailed",
+    "TopologyTruncated",
     "URIError",
     "parse",
 }

@@ -150,6 +150,7 @@ class FailoverConnection:
             quarantine_base=min(1.0, options.max_reconnect_delay),
             quarantine_max=options.max_reconnect_delay,
             address_map=address_map,
+            max_brokers=options.topology_max_brokers,
         )
         self._planner = Planner(
             pool=self.pool,

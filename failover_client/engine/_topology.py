@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Protocol
 from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event
+from failover_client._throttle import LogThrottle
 from failover_client.engine._arguments import check_update
+from failover_client.engine._hosts import shown_list
 from failover_client.engine._planner import Planner
-from failover_client.engine._pool import BrokerPool
+from failover_client.engine._pool import BrokerPool, TopologyDelta
 from failover_client.engine._rebalance import Rebalancer
 from failover_client.uri import BrokerAddress, DiscoveryAgent, FailoverOptions, ServerListAction
 
@@ -71,6 +73,8 @@ class TopologyHub:
         self._emit = emit
         self._new_rebalancer = new_rebalancer
         self._lock = threading.Lock()
+        self._throttle = LogThrottle(_log, clock=now)
+        self._truncated: dict[str, int] = {}  # source -> brokers dropped from its last list
         self.sources = tuple(sources)
         self.changed = threading.Event()
         """Set when the pool changed (and when the connection closes): the dialer's delay
@@ -103,17 +107,50 @@ class TopologyHub:
         delta = self._pool.merge(
             update, chosen, source=source, now=self._now(), tiers=tiers, weights=weights
         )
-        if delta.foreign:
-            _log.warning(
-                "%s: skipped %s: another protocol than this connection's",
-                source,
-                ", ".join(str(a) for a in delta.foreign),
-            )
+        self._report_left_out(source, delta)
         if delta.changed:
             self.changed.set()
             self._wake.set()
         if (event := delta.event(source)) is not None:
             self._emit(event)
+
+    def _report_left_out(self, source: str, delta: TopologyDelta) -> None:
+        """Log (rate-limited, bounded) what the merge left out; tell a cap once per change."""
+        if delta.foreign:
+            self._throttle.log(
+                logging.WARNING,
+                (source, "foreign"),
+                "%s: skipped %s: another protocol than this connection's",
+                source,
+                shown_list(delta.foreign),
+            )
+        if delta.rejected:
+            self._throttle.log(
+                logging.WARNING,
+                (source, "rejected"),
+                "%s: skipped brokers that cannot be reached: %s",
+                source,
+                shown_list(delta.rejected, limit=3),
+            )
+        with self._lock:
+            told = self._truncated.get(source, 0)
+            if delta.dropped:
+                self._truncated[source] = delta.dropped
+            else:
+                self._truncated.pop(source, None)
+        if delta.dropped and delta.dropped != told:
+            # One event per change of the excess: a source that pushes the same oversized
+            # list every second tells the application once.
+            _log.warning(
+                "%s: the list names %d brokers more than topology.maxBrokers=%d lets the pool "
+                "hold; the first ones were taken, the rest dropped",
+                source,
+                delta.dropped,
+                delta.limit,
+            )
+            truncated = delta.truncated(source)
+            if truncated is not None:
+                self._emit(truncated)
 
     def request_rebalance(self, source: str) -> None:
         if not self._options.reconnect_supported:
