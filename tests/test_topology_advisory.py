@@ -16,6 +16,7 @@ from failover_client.topology import (
     ADVISORY_TOPIC,
     AdvisoryError,
     AdvisorySource,
+    BaseSink,
     Bridge,
     TopologySource,
     map_broker_url,
@@ -54,7 +55,7 @@ def advisory(
     return json.dumps(info).encode(), headers
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:

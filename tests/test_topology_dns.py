@@ -17,6 +17,7 @@ from failover_client import ConfigurationError, FailoverConnection
 from failover_client.testing import FakeClock, FakeConnector
 from failover_client.topology import (
     ZERO_WEIGHT,
+    BaseSink,
     DnsAnswer,
     DnsLookupError,
     DnsSource,
@@ -43,7 +44,7 @@ class Update:
         return [b.key for b in self.brokers]
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:
@@ -539,12 +540,13 @@ def test_without_dnspython_the_error_names_the_extra(monkeypatch):
 
 def test_a_failover_connection_takes_the_tiers_and_weights(clock, zone):
     seed = BrokerAddress("stomp", "seed.example.com", 61613)
-    conn = FailoverConnection((seed,), connector=FakeConnector(clock=clock), clock=clock)
-    assert isinstance(conn, TopologySink)
     zone.srv("10 3 61613 a.example.com.", "20 0 61614 b.example.com.", ttl=60)
     source = DnsSource(SRV_NAME, clock=clock, resolve=zone)
+    conn = FailoverConnection(
+        (seed,), connector=FakeConnector(clock=clock), clock=clock, topology=[source]
+    )
     try:
-        source.start(conn)
+        conn.connect()  # starts the source with the connection's sink
         assert clock.wait_for_deadline(60.0)
         states = {s.address.key: s for s in conn.pool.states()}
         assert list(states) == [seed.key, key("a.example.com"), key("b.example.com", 61614)]
@@ -554,5 +556,15 @@ def test_a_failover_connection_takes_the_tiers_and_weights(clock, zone):
         assert states[key("b.example.com", 61614)].weight == ZERO_WEIGHT
         assert states[key("a.example.com")].source == source.name
     finally:
-        source.stop()
         conn.close()
+
+
+def test_a_failover_connection_is_not_a_sink_and_says_how_to_give_it_a_source(clock, zone):
+    seed = BrokerAddress("stomp", "seed.example.com", 61613)
+    conn = FailoverConnection((seed,), connector=FakeConnector(clock=clock), clock=clock)
+    source = DnsSource(SRV_NAME, clock=clock, resolve=zone)
+    assert not isinstance(conn, TopologySink)
+    with pytest.raises(TypeError, match=r"topology=\[source\]"):
+        source.start(conn)  # type: ignore[arg-type]
+    source.stop()
+    conn.close()

@@ -11,7 +11,7 @@ from failover_client.uri import BrokerAddress, ServerListAction
 
 from failover_client import ConfigurationError, FailoverConnection
 from failover_client.testing import FakeClock, FakeConnector
-from failover_client.topology import FileSource, TopologySink, read_broker_file
+from failover_client.topology import BaseSink, FileSource, read_broker_file
 
 SAFETY = 5.0  # real seconds, only against a hung test
 A = BrokerAddress("stomp", "a", 61613)
@@ -19,7 +19,7 @@ B = BrokerAddress("stomp", "b", 61613)
 C = BrokerAddress("stomp", "c", 61614)
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:
@@ -169,16 +169,16 @@ def test_interval_must_be_positive(tmp_path):
         FileSource(tmp_path / "b.txt", interval=0)
 
 
-def test_a_failover_connection_is_a_sink_and_takes_the_file_s_list(tmp_path, clock):
+def test_a_failover_connection_takes_the_file_s_list(tmp_path, clock):
     path = tmp_path / "brokers.txt"
     path.write_text("stomp://a:61613\nstomp://c:61614\n")
-    conn = FailoverConnection((A,), connector=FakeConnector(clock=clock), clock=clock)
-    assert isinstance(conn, TopologySink)
     source = FileSource(path, interval=10.0, clock=clock, action="add")
+    conn = FailoverConnection(
+        (A,), connector=FakeConnector(clock=clock), clock=clock, topology=[source]
+    )
     try:
-        source.start(conn)
+        conn.connect()  # starts the source with the connection's sink
         assert clock.wait_for_deadline(10.0)
         assert [s.address for s in conn.pool.states()] == [A, C]
     finally:
-        source.stop()
         conn.close()

@@ -13,6 +13,7 @@ from failover_client.testing import FakeClock, FakeConnector
 from failover_client.topology import (
     URI_SOURCE_NAME,
     AdvisorySource,
+    BaseSink,
     DnsSource,
     FileSource,
     OpenWireSource,
@@ -81,7 +82,7 @@ def test_the_scheme_map_rewrites_the_url_s_openwire_entries(tmp_path):
     assert isinstance(source, UrlSource)
     got: list[tuple[BrokerAddress, ...]] = []
 
-    class Sink:
+    class Sink(BaseSink):
         def update_brokers(self, update, **_: object) -> None:
             got.append(tuple(update))
 

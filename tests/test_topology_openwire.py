@@ -53,7 +53,12 @@ from failover_client.openwire import (
     frame,
 )
 from failover_client.testing import FakeClock, FakeConnector
-from failover_client.topology import OpenWireSource, TopologySource, topology_source_factory
+from failover_client.topology import (
+    BaseSink,
+    OpenWireSource,
+    TopologySource,
+    topology_source_factory,
+)
 from failover_client.topology._openwire import parse_connected_brokers
 from tests.test_openwire_codec import BROKER_WFI_HEX
 
@@ -452,7 +457,7 @@ def test_a_failing_handler_does_not_end_the_channel(caplog: pytest.LogCaptureFix
 # --- the source ----------------------------------------------------------------------------
 
 
-class Sink:
+class Sink(BaseSink):
     """A plain sink: records pushes and rebalance requests."""
 
     def __init__(self) -> None:
@@ -577,19 +582,19 @@ def test_members_are_tried_in_order_within_a_pass() -> None:
 
 
 class FollowSink(Sink):
-    """Shaped like a FailoverConnection for the source: listeners, pool, current broker."""
+    """Like the sink a connection gives its sources: listeners and the current broker."""
+
+    follows_connection = True
 
     def __init__(self, members: Iterable[BrokerAddress]) -> None:
         super().__init__()
         self.members = tuple(members)
         self.listeners: list[Callable[[Event], None]] = []
-        self.broker: str | None = None
+        self.broker: BrokerAddress | None = None
         self.client_id = "app-1"
-        self.options = FailoverOptions()
-        self.pool = self
 
-    def states(self) -> list[Any]:
-        return [type("State", (), {"address": m})() for m in self.members]
+    def current_broker(self) -> BrokerAddress | None:
+        return self.broker
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         self.listeners.append(listener)
@@ -598,7 +603,7 @@ class FollowSink(Sink):
         self.listeners.remove(listener)
 
     def connect_to(self, address: BrokerAddress) -> None:
-        self.broker = str(address)
+        self.broker = address
         for listener in self.listeners:
             listener(Connected(str(address), 1, 0.0))
 

@@ -28,6 +28,7 @@ from failover_client import (
 )
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 from failover_client.topology import (
+    BaseSink,
     UrlSource,
     parse_broker_list,
     registered_topology_sources,
@@ -44,7 +45,7 @@ C = BrokerAddress("stomp", "c", 61614)
 Update = tuple[tuple[BrokerAddress, ...], str, ServerListAction | None, bool]
 
 
-class Sink:
+class Sink(BaseSink):
     """Records updates and rebalance requests; ``fail`` makes the next update raise."""
 
     def __init__(self) -> None:
@@ -80,7 +81,9 @@ class Sink:
 
 
 class FollowedSink(Sink):
-    """A sink that, like a FailoverConnection, has listeners it emits events to."""
+    """A sink that, like a connection's, has listeners it emits events to."""
+
+    follows_connection = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -24,7 +24,7 @@ from failover_client._events import TopologyChanged, TopologyTruncated
 from failover_client.engine._hosts import HostError, check_host
 from failover_client.uri import BrokerAddress, ServerListAction
 
-__all__ = ["AddressMap", "BrokerPool", "BrokerState", "TopologyDelta"]
+__all__ = ["AddressMap", "BrokerPool", "BrokerState", "PoolView", "TopologyDelta"]
 
 AddressMap = Callable[[BrokerAddress], BrokerAddress | None]
 """Turns an advertised (often internal) address into a reachable one; None drops the entry."""
@@ -437,3 +437,50 @@ class BrokerPool:
         with self._lock:
             body = ", ".join(s.describe() for s in self._states.values())
         return f"<BrokerPool [{body}]>"
+
+
+class PoolView:
+    """A live, read-only view of a :class:`BrokerPool`: what a connection shows of its pool.
+
+    Reads see the pool as it is now; there is no way to change it through the view, so every
+    change goes through the connection's merge rules (seeds kept, TLS never downgraded, the cap).
+    """
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: BrokerPool) -> None:
+        self._pool = pool
+
+    def states(self) -> tuple[BrokerState, ...]:
+        """Every known broker, seeds first in URI order, then discoveries in arrival order."""
+        return self._pool.states()
+
+    def state(self, key: str) -> BrokerState:
+        """The broker ``key`` (``host:port``); KeyError if unknown."""
+        return self._pool.state(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pool
+
+    def __len__(self) -> int:
+        return len(self._pool.states())
+
+    def entry_for(self, advertised: BrokerAddress) -> BrokerAddress | None:
+        """The known broker an advertised address names (after the address map), or None."""
+        return self._pool.entry_for(advertised)
+
+    def tier_of(self, address: BrokerAddress) -> int:
+        return self._pool.tier_of(address)
+
+    def by_tier(self, now: float | None = None) -> list[list[BrokerAddress]]:
+        """Brokers grouped by tier, best tier first; with ``now``, only the live ones."""
+        return self._pool.by_tier(now)
+
+    def live_tiers(self, now: float) -> list[list[BrokerState]]:
+        return self._pool.live_tiers(now)
+
+    def quarantined(self, now: float) -> list[BrokerAddress]:
+        return self._pool.quarantined(now)
+
+    def __repr__(self) -> str:
+        return repr(self._pool)

@@ -36,7 +36,7 @@ from failover_client._errors import ConfigurationError, FailoverClientError
 from failover_client.adapter import Connector
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink
 
 __all__ = [
     "ADVISORY_TOPIC",
@@ -279,6 +279,7 @@ class AdvisorySource:
 
     def start(self, sink: TopologySink) -> None:
         """Connect the watcher and push the network as it changes, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:

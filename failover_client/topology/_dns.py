@@ -39,7 +39,7 @@ from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, FailoverClientError
 from failover_client.uri import SCHEMES, BrokerAddress
 
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink
 
 __all__ = ["ZERO_WEIGHT", "DnsAnswer", "DnsLookupError", "DnsResolve", "DnsSource"]
 
@@ -253,6 +253,7 @@ class DnsSource:
 
     def start(self, sink: TopologySink) -> None:
         """Resolve now and then by TTL, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:

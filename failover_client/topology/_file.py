@@ -21,7 +21,7 @@ from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError
 from failover_client.uri import BrokerAddress, ServerListAction, parse
 
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink
 
 __all__ = ["FileSource", "SchemeRewrite", "parse_broker_list", "read_broker_file"]
 
@@ -123,6 +123,7 @@ class FileSource:
 
     def start(self, sink: TopologySink) -> None:
         """Read the file now and then every ``interval``, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:

@@ -13,14 +13,14 @@ each push into a broker list:
 * the whole list is pushed with action ``replace`` and ``pushed=True`` (so a connection with
   ``updateURIsSupported=false`` ignores it); an empty ``connectedBrokers`` means the broker
   sends no cluster information, not that there are no brokers, and pushes nothing;
-* ``rebalanceConnection`` then calls the sink's ``request_rebalance`` when it has one.
+* ``rebalanceConnection`` then calls the sink's ``request_rebalance``.
 
-Where the control connection goes. When the sink is a
-:class:`~failover_client.FailoverConnection`, the source follows it: on each ``Connected``
-event it (re)opens the control channel to the OpenWire endpoint of the broker the data
-connection is on (``openwire_port``: the same host and one port, a map from the data
-broker's ``host:port`` to its OpenWire port, or a function), so the channel moves with the
-data. Any other sink gets a channel through ``members``, tried in order.
+Where the control connection goes. When a data connection stands behind the sink
+(``follows_connection``: the sink a connection gives its sources), the source follows it: on
+each ``Connected`` event it (re)opens the control channel to the OpenWire endpoint of the
+broker the data connection is on (``openwire_port``: the same host and one port, a map from
+the data broker's ``host:port`` to its OpenWire port, or a function), so the channel moves
+with the data. Any other sink gets a channel through ``members``, tried in order.
 
 The control channel never touches the data connection: it runs on this source's thread and
 its own reader thread, with its own timeouts. A malformed or hostile frame, a refused login or
@@ -38,7 +38,6 @@ import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from failover_client import Connected, Event
 from failover_client._clock import Clock, SystemClock
@@ -54,7 +53,7 @@ from failover_client.openwire import ConnectionControl, ControlChannel
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
 from ._advisory import AdvisoryError, SchemeMap, map_broker_url
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink
 
 __all__ = ["OpenWirePort", "OpenWireSource", "parse_connected_brokers"]
 
@@ -195,7 +194,7 @@ class OpenWireSource:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         # Guarded by _lock:
-        self._sink: Any = None
+        self._sink: TopologySink | None = None
         self._following = False
         self._target: _Target | None = None
         self._moved = False
@@ -224,7 +223,8 @@ class OpenWireSource:
 
         Raises :class:`ConfigurationError` when there is nothing to connect to.
         """
-        following = callable(getattr(sink, "add_listener", None)) and hasattr(sink, "pool")
+        check_sink(sink, self)
+        following = sink.follows_connection
         if not following and not self._members:
             raise ConfigurationError(
                 "openwire topology source: no members, and the sink is not a connection to follow"
@@ -233,11 +233,8 @@ class OpenWireSource:
             self._sink, self._following = sink, following
         self._worker.start(lambda: self._run(sink), self)
         if following:
-            follow: Any = sink
-            follow.add_listener(self._on_event)
-            current = follow.broker  # connected before the listener was there
-            if current is not None:
-                self._follow(current)
+            sink.add_listener(self._on_event)
+            self._follow()  # connected before the listener was there
 
     def stop(self) -> None:
         """Close the control channel and join the threads. Idempotent; never raises."""
@@ -247,7 +244,7 @@ class OpenWireSource:
             channel, sink, following = self._channel, self._sink, self._following
         if channel is not None:
             channel.close()
-        if following:
+        if following and sink is not None:
             try:
                 sink.remove_listener(self._on_event)
             except Exception:  # noqa: BLE001 - stop() must not raise; the sink's bug is logged
@@ -263,16 +260,16 @@ class OpenWireSource:
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, Connected):
-            self._follow(event.broker)
+            self._follow()
 
-    def _follow(self, broker: str) -> None:
-        sink = self._sink
-        # The event names the broker as text; the pool holds its address.
-        found = [s.address for s in sink.pool.states() if str(s.address) == broker]
-        if not found:
-            _log.warning("%s: connected to %s, which is not in the pool", self.name, broker)
-            return
-        target = self._endpoint(found[0])
+    def _follow(self) -> None:
+        """Move the control channel to the broker the data connection is on now."""
+        with self._lock:
+            sink = self._sink
+        current = None if sink is None else sink.current_broker()
+        if current is None:
+            return  # between brokers: the next Connected event says where
+        target = self._endpoint(current)
         with self._lock:
             if target == self._target and self._channel is not None:
                 return  # already there
@@ -351,7 +348,7 @@ class OpenWireSource:
             context = self._context() if target.tls else None
         except ConfigurationError as exc:
             return exc, False
-        base = getattr(sink, "client_id", None) or "failover-client"
+        base = sink.client_id or "failover-client"
         channel = ControlChannel(
             target.host,
             target.port,
@@ -390,9 +387,10 @@ class OpenWireSource:
         if self._tls_context is None:
             option = self._tls_option
             if not isinstance(option, FailoverOptions):
-                option = getattr(self._sink, "options", None)
-            chosen = option if isinstance(option, FailoverOptions) else FailoverOptions()
-            self._tls_context = build_ssl_context(chosen)
+                with self._lock:
+                    sink = self._sink
+                option = FailoverOptions() if sink is None else sink.options
+            self._tls_context = build_ssl_context(option)
         return self._tls_context
 
     def _after(
@@ -457,11 +455,10 @@ class OpenWireSource:
             sink.update_brokers(view, source=self.name, action="replace", pushed=True)
         except Exception:  # noqa: BLE001 - a sink's bug must not end the control channel
             _log.exception("%s: %r failed to take the pushed brokers", self.name, sink)
-        rebalance: Callable[..., None] | None = getattr(sink, "request_rebalance", None)
-        asked = control.rebalance_connection and rebalance is not None
-        if asked and rebalance is not None:
+        asked = control.rebalance_connection
+        if asked:
             try:
-                rebalance(source=self.name)
+                sink.request_rebalance(source=self.name)
             except Exception:  # noqa: BLE001 - as above
                 _log.exception("%s: %r failed to take the rebalance request", self.name, sink)
         with self._changed:

@@ -42,7 +42,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from failover_client._clock import Clock, SystemClock
@@ -50,7 +50,7 @@ from failover_client._errors import ConfigurationError
 from failover_client._events import Disconnected, Event, ReconnectAttempt
 from failover_client.uri import BrokerAddress, redact_value
 
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink
 from ._file import SchemeRewrite, parse_broker_list
 
 __all__ = ["DEFAULT_MAX_BYTES", "UrlReadError", "UrlSource", "starts_reconnect_pass"]
@@ -230,7 +230,7 @@ class UrlSource:
         self._lock = threading.Lock()
         self._read = threading.Condition(self._lock)
         # Guarded by _lock:
-        self._sink: Any = None
+        self._sink: TopologySink | None = None
         self._listening = False
         self._last: tuple[BrokerAddress, ...] | None = None
         self.reads = 0
@@ -251,12 +251,11 @@ class UrlSource:
 
     def start(self, sink: TopologySink) -> None:
         """Read now, then on the interval and on each reconnect pass of ``sink``, on a thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
-        add = getattr(sink, "add_listener", None)
-        if callable(add):
-            add(self._on_event)
-            with self._lock:
-                self._sink, self._listening = sink, True
+        sink.add_listener(self._on_event)
+        with self._lock:
+            self._sink, self._listening = sink, True
 
     def stop(self) -> None:
         """Stop reading and join the thread. Idempotent; never raises."""
@@ -264,7 +263,7 @@ class UrlSource:
         self._wake.set()
         with self._lock:
             sink, listening, self._listening = self._sink, self._listening, False
-        if listening:
+        if listening and sink is not None:
             try:
                 sink.remove_listener(self._on_event)
             except Exception:  # noqa: BLE001 - stop() must not raise; the sink's bug is logged
@@ -336,10 +335,9 @@ class UrlSource:
             _log.exception("%s: the sink failed to take the list from %s", self.name, self.shown)
             return
         moved = previous is not None and {b.key for b in brokers} != {b.key for b in previous}
-        request = getattr(sink, "request_rebalance", None)
-        if self.rebalance and moved and callable(request):
+        if self.rebalance and moved:
             try:
-                request(source=self.name)
+                sink.request_rebalance(source=self.name)
             except Exception:  # noqa: BLE001 - as above
                 _log.exception("%s: the sink failed to rebalance", self.name)
 
