@@ -10,8 +10,9 @@ import pytest
 from failover_client.uri import BrokerAddress, ServerListAction
 
 from failover_client import ConfigurationError, FailoverConnection
+from failover_client._throttle import LogThrottle
 from failover_client.testing import FakeClock, FakeConnector
-from failover_client.topology import BaseSink, FileSource, read_broker_file
+from failover_client.topology import BaseSink, FileSource, parse_broker_list, read_broker_file
 
 SAFETY = 5.0  # real seconds, only against a hung test
 A = BrokerAddress("stomp", "a", 61613)
@@ -182,3 +183,20 @@ def test_a_failover_connection_takes_the_file_s_list(tmp_path, clock):
         assert [s.address for s in conn.pool.states()] == [A, C]
     finally:
         conn.close()
+
+
+def test_a_list_of_thousands_of_bad_entries_costs_a_few_lines_and_repeats_are_counted(caplog):
+    clock = FakeClock()
+    throttle = LogThrottle(logging.getLogger("failover_client.topology"), clock=clock.monotonic)
+    text = "\n".join(f"not a uri {n}" for n in range(3_000)) + "\nstomp://a:61613\n"
+    with caplog.at_level(logging.WARNING, logger="failover_client.topology"):
+        for _ in range(3):  # re-read within the minute: nothing new is said
+            assert parse_broker_list(text, "big.txt", throttle=throttle) == (A,)
+        assert len(caplog.records) == 6
+        assert caplog.records[-1].getMessage() == (
+            "big.txt: skipped 2995 more entries that are not broker URIs"
+        )
+        clock.advance(60.0)
+        assert parse_broker_list(text, "big.txt", throttle=throttle) == (A,)
+    assert len(caplog.records) == 12
+    assert "(2 similar messages suppressed in the last 60 s)" in caplog.records[-1].getMessage()

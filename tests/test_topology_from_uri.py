@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from failover_client.uri import BrokerAddress, parse
+from failover_client.uri import BrokerAddress, FailoverOptions, parse
 
 from failover_client import ConfigurationError, FailoverConnection
 from failover_client.testing import FakeClock, FakeConnector
@@ -242,10 +242,15 @@ def recorder(monkeypatch) -> Recorder:
     return recording
 
 
-def test_openwire_gets_the_members_credentials_clock_port_and_scheme_map(recorder):
+URI_OPENWIRE = (
+    "failover:(stomp://a:61613,stomp://b:61613)?topology=openwire"
+    "&topology.openwirePort=61626&topology.schemeMap=tcp:stomp:61613,ssl:stomp+ssl"
+)
+
+
+def test_openwire_gets_the_members_credentials_clock_port_scheme_map_and_tls(recorder):
     sources(
-        "failover:(stomp://a:61613,stomp://b:61613)?topology=openwire"
-        "&topology.openwirePort=61626&topology.schemeMap=tcp:stomp:61613,ssl:stomp+ssl",
+        URI_OPENWIRE,
         login="app",
         passcode=PASSWORD,
     )
@@ -255,17 +260,34 @@ def test_openwire_gets_the_members_credentials_clock_port_and_scheme_map(recorde
     assert kwargs == {
         "openwire_port": 61626,
         "scheme_map": {"tcp": ("stomp", 61613), "ssl": ("stomp+ssl", None)},
+        "tls": parse(URI_OPENWIRE).options,
         "login": "app",
         "passcode": PASSWORD,
         "clock": CLOCK,
     }
 
 
-def test_advisory_gets_the_members_credentials_clock_and_scheme_map(recorder):
-    sources("failover:(stomp://a:61613)?topology=advisory", login="app", passcode=PASSWORD)
+def test_advisory_gets_the_members_credentials_clock_scheme_map_and_tls_options(recorder):
+    uri = "failover:(stomp+ssl://a:61612)?topology=advisory&tls.caFile=/etc/ca.pem"
+    sources(uri, login="app", passcode=PASSWORD)
     ((name, args, kwargs),) = recorder.calls
-    assert (name, args) == ("advisory", ((BrokerAddress("stomp", "a", 61613),),))
+    assert (name, args) == ("advisory", ((BrokerAddress("stomp+ssl", "a", 61612),),))
+    options = kwargs.pop("options")
+    assert isinstance(options, FailoverOptions)
+    assert options.tls_ca_file == "/etc/ca.pem"
     assert kwargs == {"scheme_map": None, "login": "app", "passcode": PASSWORD, "clock": CLOCK}
+
+
+def test_the_advisory_watcher_takes_the_uri_s_tls_options_but_never_its_sources():
+    (source,) = sources(
+        "failover:(stomp+ssl://a:61612)?topology=advisory&tls.verifyHostname=false"
+        "&maxReconnectAttempts=3"
+    )
+    assert isinstance(source, AdvisorySource)
+    watcher = source._conn.options
+    assert watcher.tls_verify_hostname is False
+    assert watcher.topology == ()
+    assert watcher.max_reconnect_attempts == -1
 
 
 def test_the_built_in_sources_are_built_for_real():

@@ -9,6 +9,7 @@ takes any sink, such as a :class:`BaseSink` subclass.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
@@ -16,7 +17,16 @@ from failover_client._events import Listener
 from failover_client.engine._topology import TopologySink, TopologySource
 from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction
 
-__all__ = ["BaseSink", "SourceThread", "TopologySink", "TopologySource", "check_sink"]
+__all__ = [
+    "BaseSink",
+    "SourceThread",
+    "TopologySink",
+    "TopologySource",
+    "check_sink",
+    "report_failure",
+]
+
+_log = logging.getLogger("failover_client.topology")
 
 
 class BaseSink:
@@ -72,6 +82,25 @@ def check_sink(sink: object, owner: object) -> None:
             "connection as FailoverConnection(uri, topology=[source]), or subclass "
             "failover_client.topology.BaseSink"
         )
+
+
+def report_failure(
+    sink: TopologySink,
+    source: str,
+    error: BaseException | str,
+    failures: int,
+    retry_in: float | None,
+) -> None:
+    """Tell ``sink`` that ``source`` failed (a connection emits ``TopologySourceFailed``).
+
+    ``error``'s text must hold no secret; the library's errors never do. A sink that raises
+    is logged, never allowed to end the source's thread.
+    """
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    try:
+        sink.source_failed(source=source, error=text, failures=failures, retry_in=retry_in)
+    except Exception:  # noqa: BLE001 - a sink's bug must not end the source's thread
+        _log.exception("%s: %r failed to take the report of a failure", source, sink)
 
 
 class SourceThread:

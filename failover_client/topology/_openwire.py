@@ -48,12 +48,15 @@ from failover_client._errors import (
     FailoverClientError,
     TLSFailure,
 )
+from failover_client._throttle import LogThrottle
+from failover_client.engine._hosts import shown_list
 from failover_client.net._tls import build_ssl_context
 from failover_client.openwire import ConnectionControl, ControlChannel
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
 from ._advisory import AdvisoryError, SchemeMap, map_broker_url
-from ._base import SourceThread, TopologySink, check_sink
+from ._backoff import Backoff
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 
 __all__ = ["OpenWirePort", "OpenWireSource", "parse_connected_brokers"]
 
@@ -185,10 +188,11 @@ class OpenWireSource:
         self._max_inactivity = float(max_inactivity)
         self._tls_option = tls
         self._tls_context = tls if isinstance(tls, ssl.SSLContext) else None
-        self.min_backoff, self.max_backoff = float(min_backoff), float(max_backoff)
+        self._backoff = Backoff(min_backoff, max_backoff, owner="openwire topology source")
         self._token = secrets.token_hex(4)  # keeps ids unique across processes
         self._opens = itertools.count(1)
         self._worker = SourceThread(name)
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
         self._stop = self._worker.stopping
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -215,6 +219,16 @@ class OpenWireSource:
         """The OpenWire endpoint that sent the latest list pushed, and the list."""
         self.last_error: BaseException | None = None
         """Why the last control channel failed or ended (its message holds no password)."""
+
+    @property
+    def min_backoff(self) -> float:
+        """First wait (seconds) before reopening a failed control channel."""
+        return self._backoff.first
+
+    @property
+    def max_backoff(self) -> float:
+        """Longest wait; the back-off doubles up to it."""
+        return self._backoff.longest
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -406,8 +420,7 @@ class OpenWireSource:
             self._streak += 1
             count = len(self._members) if not self._following else 1
             self._index = (self._index + 1) % max(count, 1)
-            passes = -(-self._streak // count)
-            delay = min(self.max_backoff, self.min_backoff * 2.0 ** (passes - 1))
+            delay = self._backoff.delay(-(-self._streak // count))  # by passes over the members
             if self._streak % count:
                 delay = 0.0  # members left to try in this pass
             if isinstance(reason, AuthenticationFailed | TLSFailure | ConfigurationError):
@@ -418,13 +431,27 @@ class OpenWireSource:
                 self._refused.add(str(target))
             self.last_error = reason
             self._changed.notify_all()
+            sink, streak = self._sink, self._streak
+        if not opened and delay > 0 and sink is not None:
+            # A whole pass failed, or a broker refused us: the application hears of it (a
+            # channel that served and ended is not a failure of the source).
+            report_failure(sink, self.name, reason, streak, delay)
         if quiet:
             _log.debug("%s: %s still refuses: %s", self.name, target, reason)
         elif isinstance(reason, AuthenticationFailed | TLSFailure | ConfigurationError):
-            _log.error("%s: control channel to %s refused: %s", self.name, target, reason)
+            self._throttle.log(
+                logging.ERROR,
+                ("refused", str(target)),
+                "%s: control channel to %s refused: %s",
+                self.name,
+                target,
+                reason,
+            )
         else:
             what = "ended" if opened else "failed"
-            _log.warning(
+            self._throttle.log(
+                logging.WARNING,
+                (what, str(target)),
                 "%s: control channel to %s %s: %s (again in %gs)",
                 self.name,
                 target,
@@ -445,12 +472,24 @@ class OpenWireSource:
             _log.debug("%s: %s sends no cluster information", self.name, target)
             return
         view, skipped = parse_connected_brokers(text, target.protocol, self._scheme_map)
-        for problem in skipped:
-            _log.warning("%s: skipped a broker %s pushed: %s", self.name, target, problem)
+        if skipped:
+            self._throttle.log(
+                logging.WARNING,
+                "skipped",
+                "%s: skipped %d of the brokers %s pushed: %s",
+                self.name,
+                len(skipped),
+                target,
+                shown_list(skipped, limit=3),
+            )
         if not view:
-            _log.warning("%s: %s pushed no usable broker", self.name, target)
+            self._throttle.log(
+                logging.WARNING, "unusable", "%s: %s pushed no usable broker", self.name, target
+            )
             return
-        _log.info("%s: %s pushes %s", self.name, target, ", ".join(str(a) for a in view))
+        self._throttle.log(
+            logging.INFO, "pushes", "%s: %s pushes %s", self.name, target, shown_list(view)
+        )
         try:
             sink.update_brokers(view, source=self.name, action="replace", pushed=True)
         except Exception:  # noqa: BLE001 - a sink's bug must not end the control channel
