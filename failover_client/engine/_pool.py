@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from failover_client._errors import ConfigurationError
 from failover_client._events import TopologyChanged, TopologyTruncated
-from failover_client.engine._hosts import HostError, check_host
+from failover_client._hosts import HostError, check_host
 from failover_client.uri import BrokerAddress, ServerListAction
 
 __all__ = ["AddressMap", "BrokerPool", "BrokerState", "PoolView", "TopologyDelta"]

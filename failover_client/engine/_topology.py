@@ -26,9 +26,9 @@ from typing import Protocol, runtime_checkable
 from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, Listener, ListenerSet, TopologySourceFailed
+from failover_client._hosts import shown_list
 from failover_client._throttle import LogThrottle
 from failover_client.engine._arguments import check_update
-from failover_client.engine._hosts import shown_list
 from failover_client.engine._planner import Planner
 from failover_client.engine._pool import BrokerPool, TopologyDelta
 from failover_client.engine._rebalance import Rebalancer

@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 from failover_client import Connected, Event, FailoverConnection, GaveUp, Message
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, FailoverClientError
+from failover_client._hosts import HostError, check_host, shown_list
 from failover_client._throttle import LogThrottle
 from failover_client.adapter import Connector
-from failover_client.engine._hosts import HostError, check_host, shown_list
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
 from ._backoff import Backoff

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, FailoverClientError
+from failover_client._hosts import HostError, check_host
 from failover_client._throttle import LogThrottle
-from failover_client.engine._hosts import HostError, check_host
 from failover_client.uri import SCHEMES, BrokerAddress
 
 from ._backoff import Backoff

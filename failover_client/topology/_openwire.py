@@ -48,8 +48,8 @@ from failover_client._errors import (
     FailoverClientError,
     TLSFailure,
 )
+from failover_client._hosts import shown_list
 from failover_client._throttle import LogThrottle
-from failover_client.engine._hosts import shown_list
 from failover_client.net._tls import build_ssl_context
 from failover_client.openwire import ConnectionControl, ControlChannel
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse

@@ -48,8 +48,8 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Disconnected, Event, ReconnectAttempt
+from failover_client._hosts import shown_list
 from failover_client._throttle import LogThrottle
-from failover_client.engine._hosts import shown_list
 from failover_client.uri import BrokerAddress, redact_value
 
 from ._backoff import Backoff

@@ -1,5 +1,8 @@
 """Hosts that peers advertise: one set of rules for every path a pushed broker takes.
 
+At the bottom of the layers, so the AMQP adapter (which may not import the engine), the
+topology sources and the pool's merge all check hosts with this one function.
+
 Brokers arrive from untrusted places (an advisory's ``brokerURL``, an SRV target, an AMQP
 ``failover-server-list``, a file, a URL). Each used to be checked by its own rules; now
 :func:`check_host` is the one rule every source and the pool's merge apply:
@@ -22,7 +25,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
-__all__ = ["HostError", "check_host", "shown_list", "shown_value"]
+__all__ = ["HostError", "check_host", "kind", "shown_list", "shown_value"]
 
 MAX_HOST = 253
 """The longest DNS name."""
@@ -42,8 +45,10 @@ def check_host(value: object, what: str = "host") -> str:
 
     ``what`` names the value in the message (``brokerURL host``, ``network-host``...).
     """
+    if value is None:
+        raise HostError(f"no {what}")
     if not isinstance(value, str):
-        raise HostError(f"{what} is not text but {type(value).__name__}")
+        raise HostError(f"{what} is not a string but {kind(value)}")
     if not value:
         raise HostError(f"{what} is empty")
     if len(value) > MAX_HOST + 2:  # room for the brackets of an IPv6 literal
@@ -84,11 +89,19 @@ def _reachable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, value: str, wh
         raise HostError(f"{what} {value} is a multicast group, not a broker")
 
 
+def kind(value: object) -> str:
+    """A value's type, for a log line: never the value itself (``an int``, ``nothing``)."""
+    if value is None:
+        return "nothing"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
 def shown_value(value: object) -> str:
     """A bad value for a log line: user info masked, cut at the first character that cannot
     be part of a host (a query may follow), at most 40 characters."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        return type(value).__name__
+        return kind(value)
     if isinstance(value, int):
         # A huge int costs time to print (and Python refuses past 4300 digits).
         return str(value) if -(10**9) < value < 10**9 else "a very large number"
