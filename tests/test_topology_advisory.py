@@ -583,3 +583,19 @@ def test_stop_forgets_what_the_watcher_learned(running, clock, connector):
     assert sink.wait_for(1)
     source.stop()
     assert "peers=0" in repr(source)
+
+
+def test_a_flood_of_peers_is_kept_only_up_to_max_brokers(clock, connector):
+    options = FAST.replace(topology_max_brokers=3)
+    source = AdvisorySource((A,), clock=clock, connector=connector, options=options, name="net")
+    sink = Sink()
+    source.start(sink)
+    try:
+        session = subscribed(connector, "a:61613")
+        deliver(session, *(advisory(f"net-{n}", f"stomp://h{n}:61613") for n in range(50)))
+        settled(source, clock, 50)
+        assert sink.wait_for(1)
+    finally:
+        source.stop()
+    assert [b.key for b in sink.lists()[-1]] == ["a:61613", "h0:61613", "h1:61613", "h2:61613"]
+    assert source.skipped == 47

@@ -774,3 +774,11 @@ def test_the_source_uses_verified_tls_when_the_data_broker_does(
             assert f"channel=ssl://{HOST}:{peer.port}" in repr(source)
         finally:
             source.stop()
+
+
+def test_a_push_of_thousands_of_brokers_is_parsed_only_up_to_the_limit() -> None:
+    text = ",".join(f"stomp://h{n}:61613" for n in range(10_000))
+    brokers, skipped = parse_connected_brokers(text, "stomp", None, limit=256)
+    assert len(brokers) == 256
+    assert brokers[-1] == BrokerAddress("stomp", "h255", 61613)
+    assert skipped == ["9744 entries past topology.maxBrokers=256"]

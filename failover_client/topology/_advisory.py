@@ -253,6 +253,7 @@ class AdvisorySource:
         self._scheme_map = scheme_map
         self._clock: Clock = clock or SystemClock()
         self._watcher_settings = (members, chosen, connector, login, passcode)
+        self._max_peers = chosen.topology_max_brokers
         self._backoff = Backoff(min_backoff, max_backoff, owner="advisory topology source")
         self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
         self._conn = self._new_connection()
@@ -413,7 +414,11 @@ class AdvisorySource:
             if bridge is None:
                 self.skipped += 1
             elif bridge.started and bridge.address is not None:
-                self._peers[bridge.peer] = bridge.address
+                if bridge.peer in self._peers or len(self._peers) < self._max_peers:
+                    self._peers[bridge.peer] = bridge.address
+                else:  # a flood of peers: the pool would drop them, so do not keep them
+                    self.skipped += 1
+                    bridge = None
             else:
                 self._peers.pop(bridge.peer, None)
             self.heard += 1

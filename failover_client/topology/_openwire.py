@@ -69,16 +69,17 @@ broker has none)."""
 
 
 def parse_connected_brokers(
-    text: str, protocol: str, scheme_map: SchemeMap | None
+    text: str, protocol: str, scheme_map: SchemeMap | None, limit: int = 256
 ) -> tuple[tuple[BrokerAddress, ...], list[str]]:
-    """The brokers of a ``connectedBrokers`` list, in order and once each, and why entries
-    were skipped (``?query`` parts are dropped: they configure Java clients)."""
+    """The first ``limit`` brokers of a ``connectedBrokers`` list, in order and once each, and
+    why entries were skipped (``?query`` parts are dropped: they configure Java clients)."""
     brokers: dict[str, BrokerAddress] = {}
     skipped: list[str] = []
-    for raw in text.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
+    entries = [e for e in (raw.strip() for raw in text.split(",")) if e]
+    for index, entry in enumerate(entries):
+        if len(brokers) >= limit:  # the pool takes no more: do not build what it drops
+            skipped.append(f"{len(entries) - index} entries past topology.maxBrokers={limit}")
+            break
         url = entry.split("?", 1)[0]
         # Entries that already speak the data protocol are used as they are; a function map is
         # for the others (a mapping decides itself, and may name the protocol's own scheme).
@@ -219,16 +220,6 @@ class OpenWireSource:
         """The OpenWire endpoint that sent the latest list pushed, and the list."""
         self.last_error: BaseException | None = None
         """Why the last control channel failed or ended (its message holds no password)."""
-
-    @property
-    def min_backoff(self) -> float:
-        """First wait (seconds) before reopening a failed control channel."""
-        return self._backoff.first
-
-    @property
-    def max_backoff(self) -> float:
-        """Longest wait; the back-off doubles up to it."""
-        return self._backoff.longest
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -413,7 +404,7 @@ class OpenWireSource:
         """Log why a control channel ended and return how long to wait before the next."""
         with self._lock:
             self._channel = None
-            if opened and lasted >= self.max_backoff:
+            if opened and lasted >= self._backoff.longest:
                 self._streak = 0  # it served for a good while: start the back-off over
             if isinstance(reason, ConnectCancelled) or reason is None:
                 return 0.0  # closed on purpose (moved, stopped)
@@ -424,7 +415,7 @@ class OpenWireSource:
             if self._streak % count:
                 delay = 0.0  # members left to try in this pass
             if isinstance(reason, AuthenticationFailed | TLSFailure | ConfigurationError):
-                delay = self.max_backoff  # the same credentials or certificate will not do
+                delay = self._backoff.longest  # the same credentials or certificate will not do
             refused = isinstance(reason.__cause__, ConnectionRefusedError) and not opened
             quiet = refused and str(target) in self._refused
             if refused:
@@ -471,7 +462,8 @@ class OpenWireSource:
         if not text:
             _log.debug("%s: %s sends no cluster information", self.name, target)
             return
-        view, skipped = parse_connected_brokers(text, target.protocol, self._scheme_map)
+        limit = sink.options.topology_max_brokers
+        view, skipped = parse_connected_brokers(text, target.protocol, self._scheme_map, limit)
         if skipped:
             self._throttle.log(
                 logging.WARNING,
