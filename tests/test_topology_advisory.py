@@ -599,3 +599,25 @@ def test_a_flood_of_peers_is_kept_only_up_to_max_brokers(clock, connector):
         source.stop()
     assert [b.key for b in sink.lists()[-1]] == ["a:61613", "h0:61613", "h1:61613", "h2:61613"]
     assert source.skipped == 47
+
+
+def test_a_flapping_bridge_writes_one_info_line_a_minute_not_one_per_flap(
+    running, clock, connector, caplog
+):
+    source, sink = running
+    caplog.set_level(logging.INFO, logger="failover_client.topology")
+    session = subscribed(connector, "a:61613")
+    deliver(session, advisory("net-1", "stomp://b:61613"))
+    settled(source, clock, 1)
+    assert sink.wait_for(1)
+    for flap in range(1, 21):
+        deliver(session, advisory("net-1", "stomp://b:61613", started=flap % 2 == 0))
+        assert sink.wait_for(1 + flap)  # every flap is pushed
+    lines = [r for r in caplog.records if "network of brokers" in r.getMessage()]
+    assert len(lines) == 1
+    clock.advance(60.0)
+    deliver(session, advisory("net-1", "stomp://b:61613", started=False))
+    assert sink.wait_for(22)
+    lines = [r.getMessage() for r in caplog.records if "network of brokers" in r.getMessage()]
+    assert len(lines) == 2
+    assert "(20 similar messages suppressed in the last 60 s)" in lines[1]

@@ -50,7 +50,14 @@ class Sink(BaseSink):
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.updates: list[Update] = []
+        self.failures: list[tuple[int, float | None]] = []
         self.fail = False
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((failures, retry_in))
 
     def update_brokers(
         self,
@@ -316,6 +323,8 @@ def test_a_failure_keeps_the_last_list_and_backs_off(start, zone, sink, clock, c
             clock.advance(now - clock.monotonic())
             assert clock.wait_for_deadline(now + retry)
     assert sink.count() == 1  # never an empty list
+    # Each failure is told (a connection emits TopologySourceFailed), with its back-off.
+    assert sink.failures == [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (5, 5.0)]
     failures = [r.getMessage() for r in caplog.records if "did not resolve" in r.getMessage()]
     assert len(failures) == 1  # once per streak
     assert "keeping the last list (1 brokers)" in failures[0]

@@ -381,3 +381,12 @@ def test_a_connection_builds_its_uri_s_sources_and_refuses_a_bad_one(tmp_path):
         assert conn.broker == "stomp://b:61613"
     with pytest.raises(ConfigurationError, match="multicast://default is not supported"):
         FailoverConnection("discovery:(multicast://default)", connector=FakeConnector())
+
+
+def test_an_https_update_uris_url_is_verified_with_the_uri_s_trust(tmp_path):
+    missing = tmp_path / "no-such-ca.pem"
+    with pytest.raises(ConfigurationError, match="tls_ca_file"):
+        sources(f"failover:()?updateURIsURL=https://cfg.example.com/b.txt&tls.caFile={missing}")
+    # A plain-file list needs no trust, so a bad one does not stop it.
+    (source,) = sources(f"failover:()?updateURIsURL=file:{tmp_path}/b.txt&tls.caFile={missing}")
+    assert isinstance(source, UrlSource)

@@ -52,7 +52,14 @@ class Sink(BaseSink):
         self.cond = threading.Condition()
         self.updates: list[Update] = []
         self.rebalances: list[str] = []
+        self.failures: list[tuple[int, float | None]] = []
         self.fail = False
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((failures, retry_in))
 
     def update_brokers(
         self,
@@ -364,6 +371,7 @@ def test_a_failed_read_keeps_the_last_list_and_retries_sooner_and_sooner(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1  # the first failure of a streak; the rest at debug level
     assert "keeping the last list (1 brokers)" in warnings[0].getMessage()
+    assert sink.failures == [(1, 2.0), (2, 4.0), (3, 8.0), (4, 10.0), (5, 10.0)]
     assert "FileNotFoundError" in (source.last_error or "")
     path.write_text("stomp://b:61613\n")
     with caplog.at_level(logging.INFO, logger="failover_client.topology"):
