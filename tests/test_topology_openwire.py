@@ -464,6 +464,13 @@ class Sink(BaseSink):
         self.cond = threading.Condition()
         self.updates: list[tuple[tuple[str, ...], str, ServerListAction | None, bool]] = []
         self.rebalances: list[str] = []
+        self.failures: list[tuple[str, int, float | None]] = []
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((error, failures, retry_in))
 
     def update_brokers(
         self,
@@ -556,7 +563,8 @@ def test_a_broker_without_an_openwire_listener_is_logged_once_and_retried_with_b
     source = OpenWireSource(
         [BrokerAddress("tcp", HOST, dead)], clock=clock, min_backoff=0.5, max_backoff=2.0
     )
-    started(source, Sink())
+    sink = Sink()
+    started(source, sink)
     try:
         for wait in (0.5, 1.0, 2.0, 2.0, 2.0):  # doubling, capped: never a busy loop
             assert clock.wait_for_deadline(clock.monotonic() + wait), clock.deadlines()
@@ -566,6 +574,15 @@ def test_a_broker_without_an_openwire_listener_is_logged_once_and_retried_with_b
         assert len([r for r in refusals if r.levelno >= logging.WARNING]) == 1
     finally:
         source.stop()
+    # Each failed pass is told to the sink (a connection emits TopologySourceFailed).
+    assert [(n, retry) for _, n, retry in sink.failures[:5]] == [
+        (1, 0.5),
+        (2, 1.0),
+        (3, 2.0),
+        (4, 2.0),
+        (5, 2.0),
+    ]
+    assert sink.failures[0][0].startswith("BrokerUnavailable")
 
 
 def test_members_are_tried_in_order_within_a_pass() -> None:
