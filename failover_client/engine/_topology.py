@@ -13,7 +13,14 @@ connection, and applies what they push:
 * a broker's request to rebalance (ActiveMQ's ``rebalanceConnection``) turns rendezvous placement
   on if it was off and wakes the loop to evaluate this client's home at once; it is ignored under
   ``reconnectSupported=false``. The move itself still waits for this client's turn in the drain
-  window: a whole cluster told to rebalance at the same instant must not reconnect at once.
+  window: a whole cluster told to rebalance at the same instant must not reconnect at once;
+* a list past ``topology.maxBrokers`` is cut by the pool and told once (``TopologyTruncated``);
+  a source's failure is told as ``TopologySourceFailed``; warnings are rate-limited.
+
+The boundary is declared here, once: :class:`TopologySource` is what the connection needs of a
+source, :class:`TopologySink` everything a source may use of the connection. A connection gives
+its sources a :class:`ConnectionSink` (never itself), and builds the sources its URI asks for
+with a :class:`UriSourceFactory` it is given: the sources live in a layer above the engine.
 """
 
 from __future__ import annotations
