@@ -621,3 +621,24 @@ def test_a_flapping_bridge_writes_one_info_line_a_minute_not_one_per_flap(
     lines = [r.getMessage() for r in caplog.records if "network of brokers" in r.getMessage()]
     assert len(lines) == 2
     assert "(20 similar messages suppressed in the last 60 s)" in lines[1]
+
+
+def test_a_watcher_that_gives_up_after_it_ran_is_built_again(clock, connector):
+    connector.behave(A, "accept", "tls-fail", "accept")
+    source = AdvisorySource(
+        (A,), clock=clock, connector=connector, options=FAST, name="net", min_backoff=2.0
+    )
+    sink = FailureSink()
+    source.start(sink)
+    try:
+        subscribed(connector, "a:61613").kill()  # its reconnect is refused for good (TLS)
+        assert sink.wait_failures(1)
+        assert clock.wait_for_deadline(clock.monotonic() + 2.0)
+        clock.advance(2.0)
+        session = subscribed(connector, "a:61613")  # a new watcher
+        deliver(session, advisory("net-1", "stomp://b:61613"))
+        assert source.wait_heard(1, SAFETY)
+    finally:
+        source.stop()
+    ((_, error, failures, retry),) = sink.failures
+    assert (error.split(":")[0], failures, retry) == ("TLSFailure", 1, 2.0)
