@@ -8,7 +8,7 @@ test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
 from __future__ import annotations
 
 from collections.abc import Sequence as _Sequence
-from typing import Any as _Any
+from typing import ClassVar as _ClassVar
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import (
@@ -54,15 +54,19 @@ from failover_client._events import (
     StandbyLost,
     SubscriptionFailed,
     TopologyChanged,
+    TopologySourceFailed,
+    TopologyTruncated,
 )
-from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverConnection, FailoverTarget
+from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverTarget
+from failover_client.engine._connection import FailoverConnection as _EngineConnection
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
 from failover_client.engine._subscriptions import Message, Subscription
-from failover_client.engine._topology import TopologyFeed as _TopologyFeed
-from failover_client.engine._topology import install_uri_sources as _install_uri_sources
+from failover_client.engine._topology import TopologySource as _TopologySource
+from failover_client.engine._topology import UriSourceFactory as _UriSourceFactory
 from failover_client.net._settings import ConnectorSettings
 from failover_client.uri import BrokerAddress, FailoverOptions, FailoverURI, parse
+from failover_client.uri import DiscoveryAgent as _DiscoveryAgent
 
 __all__ = [
     "MESSAGE_ID_HEADER",
@@ -120,17 +124,32 @@ __all__ = [
     "TopologyChanged",
     "TopologyDelta",
     "TopologyError",
+    "TopologySourceFailed",
+    "TopologyTruncated",
     "URIError",
     "parse",
 ]
 
 
-def _uri_sources(*args: _Any, **kwargs: _Any) -> _Sequence[_TopologyFeed]:
+def _uri_sources(
+    members: _Sequence[BrokerAddress],
+    options: FailoverOptions,
+    agents: _Sequence[_DiscoveryAgent],
+    *,
+    login: str | None,
+    passcode: str | None,
+    clock: Clock,
+) -> _Sequence[_TopologySource]:
     # The sources (a layer above the engine) build connections of their own through this
     # package, so they are imported when a URI first asks for one, not with the package.
     from failover_client.topology import uri_sources  # noqa: PLC0415
 
-    return uri_sources(*args, **kwargs)
+    return uri_sources(members, options, agents, login=login, passcode=passcode, clock=clock)
 
 
-_install_uri_sources(_uri_sources)
+class FailoverConnection(_EngineConnection):
+    __doc__ = _EngineConnection.__doc__
+
+    # The package is where every layer meets: here the engine's connection is given the
+    # topology layer's factory, explicitly, rather than through a hook installed at import.
+    default_topology_factory: _ClassVar[_UriSourceFactory | None] = staticmethod(_uri_sources)

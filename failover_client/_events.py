@@ -39,6 +39,8 @@ __all__ = [
     "StandbyLost",
     "SubscriptionFailed",
     "TopologyChanged",
+    "TopologySourceFailed",
+    "TopologyTruncated",
 ]
 
 _log = logging.getLogger("failover_client")
@@ -129,6 +131,35 @@ class TopologyChanged:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     source: str
+
+
+@dataclass(frozen=True)
+class TopologyTruncated:
+    """A list from ``source`` named more brokers than ``topology.maxBrokers`` lets the pool hold.
+
+    The first entries were taken up to ``limit`` brokers in the pool (seeds included); the
+    ``dropped`` others were left out, so a hostile or broken push cannot grow memory and CPU
+    without bound. One event per list, however many it drops.
+    """
+
+    source: str
+    dropped: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class TopologySourceFailed:
+    """Topology source ``source`` failed (``error``: why, never a password) and retries.
+
+    ``retry_in`` is the seconds until its next try (None: it does not retry, e.g. its
+    configuration cannot work). ``failures`` counts its failures in a row. The connection keeps
+    running on the brokers it knows; the list just stops changing until the source recovers.
+    """
+
+    source: str
+    error: str
+    failures: int
+    retry_in: float | None
 
 
 @dataclass(frozen=True)
@@ -224,6 +255,8 @@ Event = (
     | PriorityRestored
     | Rebalanced
     | TopologyChanged
+    | TopologyTruncated
+    | TopologySourceFailed
     | AckDropped
     | HandlerError
     | ListenerError

@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pytest
+import trustme
 from failover_client.uri import BrokerAddress, ServerListAction, parse
 
-from failover_client import FailedOver, FailoverConnection, TopologyChanged
-from failover_client.testing.brokers import Broker, Cluster
-from failover_client.topology import AdvisorySource
+from failover_client import FailedOver, FailoverConnection, SystemClock, TopologyChanged
+from failover_client.testing.brokers import Broker, BrokerKind, Cluster, broker_tls
+from failover_client.topology import AdvisorySource, BaseSink, uri_sources
 from integration.test_failover_common import Events
 
 pytestmark = pytest.mark.integration
@@ -30,12 +32,27 @@ def credentials(cluster: Cluster) -> dict[str, str | None]:
     return {"login": login, "passcode": passcode}
 
 
-class Pushes:
-    """A sink that records each pushed list (as broker keys) with the time it arrived."""
+class Pushes(BaseSink):
+    """A sink that records each pushed list (as broker keys) with the time it arrived, and
+    each failure the source reports."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.log: list[tuple[float, frozenset[str], ServerListAction | None]] = []
+        self.failures: list[tuple[str, int, float | None]] = []
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((error, failures, retry_in))
+            self.cond.notify_all()
+
+    def wait_failures(self, count: int) -> list[tuple[str, int, float | None]]:
+        with self.cond:
+            if not self.cond.wait_for(lambda: len(self.failures) >= count, WAIT):
+                raise AssertionError(f"fewer than {count} failures within {WAIT}s")
+            return list(self.failures)
 
     def update_brokers(
         self,
@@ -125,3 +142,58 @@ def test_a_connection_learns_the_network_and_fails_over_to_a_learned_broker(
         conn.send(unique_queue, "after")  # confirmed by the learned broker
     finally:
         conn.close()
+
+
+# --- over TLS: the source takes the URI's trust -------------------------------------------------
+
+
+def _tls_sources(cluster: Cluster, trust: str) -> list[object]:
+    """The sources ``failover:(<the broker's stomp+ssl>)?topology=advisory<trust>`` asks for,
+    built as a connection builds them."""
+    parsed = parse(f"failover:({cluster[0].uri('stomp+ssl')})?topology=advisory{trust}")
+    login, passcode = cluster[0].credentials or (None, None)
+    return list(
+        uri_sources(
+            parsed.members,
+            parsed.options,
+            parsed.agents,
+            login=login,
+            passcode=passcode,
+            clock=SystemClock(),
+        )
+    )
+
+
+def test_advisory_watches_a_tls_broker_with_the_uri_s_trust(
+    broker_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    cluster = broker_cluster(BrokerKind.ACTIVEMQ, 1, tls=broker_tls(ca, tmp_path))
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    (source,) = _tls_sources(cluster, f"&tls.caFile={ca_file}")
+    assert isinstance(source, AdvisorySource)
+    pushes = Pushes()
+    source.start(pushes)
+    try:
+        # A single broker has no bridges: the network is the broker the watcher is on.
+        pushes.wait_for(lambda keys: keys == {parse(cluster[0].uri("stomp+ssl")).members[0].key})
+    finally:
+        source.stop()
+    assert pushes.failures == []
+
+
+def test_advisory_without_the_trust_reports_each_failure_and_retries_with_back_off(
+    broker_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = broker_cluster(BrokerKind.ACTIVEMQ, 1, tls=broker_tls(trustme.CA(), tmp_path))
+    (source,) = _tls_sources(cluster, "")  # the system's CAs do not know the test CA
+    pushes = Pushes()
+    source.start(pushes)
+    try:
+        failures = pushes.wait_failures(2)
+    finally:
+        source.stop()
+    assert [(n, retry) for _, n, retry in failures[:2]] == [(1, 1.0), (2, 2.0)]
+    assert all(error.startswith("TLSFailure") for error, _, _ in failures)
+    assert pushes.log == []

@@ -31,7 +31,14 @@ from failover_client.uri import BrokerAddress, ServerListAction, broker_key
 
 from failover_client import FailoverConnection, TopologyChanged
 from failover_client.testing.brokers import Broker, Cluster
-from failover_client.topology import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsSource, _dns
+from failover_client.topology import (
+    ZERO_WEIGHT,
+    BaseSink,
+    DnsAnswer,
+    DnsLookupError,
+    DnsSource,
+    _dns,
+)
 from integration.test_failover_common import FAST, SAFETY, Events, failover_uri
 
 pytestmark = pytest.mark.integration
@@ -205,7 +212,7 @@ class Update:
         return [b.key for b in self.brokers]
 
 
-class RecordingSink:
+class RecordingSink(BaseSink):
     """A sink that records every update and lets the test wait for the n-th one."""
 
     def __init__(self) -> None:
@@ -344,10 +351,9 @@ def test_a_connection_takes_in_the_brokers_dns_names_and_fails_over_to_them(
     events = Events()
     source = source_for(dnsmasq)
     with FailoverConnection(
-        failover_uri(activemq_cluster, FAST, order=[0]), listeners=[events]
+        failover_uri(activemq_cluster, FAST, order=[0]), listeners=[events], topology=[source]
     ) as conn:
-        conn.connect()
-        source.start(conn)
+        conn.connect()  # starts the source with the connection's sink
         try:
             joined = events.wait_for(TopologyChanged, lambda e: e.source == source.name)
             assert joined.added == (f"stomp://127.0.0.1:{_stomp_port(named)}",)

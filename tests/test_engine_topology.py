@@ -8,6 +8,7 @@ tried at once; an entry of another protocol never joins the pool.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 
@@ -20,10 +21,14 @@ from failover_client import (
     FailoverConnection,
     Rebalanced,
     TopologyChanged,
+    TopologySourceFailed,
+    TopologyTruncated,
 )
 from failover_client.engine._adapters import ProtocolConnector
+from failover_client.engine._connection import FailoverConnection as EngineConnection
 from failover_client.engine._pool import BrokerPool, BrokerState
 from failover_client.engine._rebalance import Rebalancer
+from failover_client.engine._topology import TopologySink
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
 A, B, C = (BrokerAddress("stomp", name, 61613) for name in "abc")
@@ -256,3 +261,78 @@ def test_with_priority_backup_a_learned_broker_is_a_backup_unless_named() -> Non
     assert conn.pool.state("p:1").tier == 0  # named in priorityURIs: preferred when it comes
     assert (conn.pool.state(A.key).tier, conn.pool.state(B.key).tier) == (0, 1)
     conn.close()
+
+
+# --- a flood of pushed brokers --------------------------------------------------------------------
+
+
+def test_ten_thousand_pushed_brokers_are_cut_to_the_cap_with_one_event_and_short_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flood = [BrokerAddress("stomp", f"h{n}", 61613) for n in range(10_000)]
+    conn, _, events, _ = connection((A,), topology_max_brokers=256)
+    caplog.set_level(logging.DEBUG, logger="failover_client")
+    with conn:
+        for _ in range(3):  # a source that pushes the same oversized list again and again
+            conn.update_brokers(flood, source="flood", pushed=True)
+        assert len(conn.pool.states()) == 256
+    # close() joined the dispatch thread: every event was delivered
+    truncated = events.of_type(TopologyTruncated)
+    assert truncated == [TopologyTruncated("flood", 10_000 - 255, 256)]
+    assert max(len(r.getMessage()) for r in caplog.records) < 2_000
+
+
+# --- the boundary between a connection and its sources ----------------------------------------
+
+
+def test_the_pool_is_read_only_from_outside_the_connection() -> None:
+    conn, _, _, _ = connection((A,))
+    view = conn.pool
+    assert [s.key for s in view.states()] == ["a:61613"]
+    assert "a:61613" in view
+    for mutator in ("merge", "record_failure", "record_success"):
+        assert not hasattr(view, mutator)
+    with pytest.raises(AttributeError):
+        conn.pool = BrokerPool([B])  # type: ignore[misc]
+    conn.update_brokers([B], source="s", action="add")
+    assert [s.key for s in view.states()] == ["a:61613", "b:61613"]  # a live view
+
+
+class Recorder:
+    """A source that keeps the sink it was started with."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.sink: TopologySink | None = None
+
+    def start(self, sink: TopologySink) -> None:
+        self.sink = sink
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_source_gets_the_connection_s_sink_with_every_declared_member() -> None:
+    source = Recorder()
+    conn, _, events, _ = connection((A, B), topology=(source,))
+    with conn:
+        sink = source.sink
+        assert isinstance(sink, TopologySink)
+        assert sink is not conn
+        assert sink.follows_connection
+        assert sink.client_id == "client-1"
+        assert sink.options is conn.options
+        current = sink.current_broker()
+        assert current is not None
+        assert str(current) == conn.broker
+        sink.update_brokers([C], source="recorder", action="add")
+        assert "c:61613" in conn.pool
+        sink.source_failed(source="recorder", error="TLSFailure: bad", failures=2, retry_in=4.0)
+        failed = events.wait_for(TopologySourceFailed)
+    assert failed == TopologySourceFailed("recorder", "TLSFailure: bad", 2, 4.0)
+
+
+def test_an_engine_connection_without_a_factory_refuses_a_uri_that_asks_for_sources() -> None:
+    with pytest.raises(ConfigurationError, match="topology_factory"):
+        EngineConnection("failover:(stomp://a:61613)?topology=openwire")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from failover_client.uri import BrokerAddress
 
-from failover_client import BrokerUnavailable, ConfigurationError
+from failover_client import BrokerUnavailable, ConfigurationError, TopologyTruncated
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 
 A = BrokerAddress("stomp", "a", 61613, user="app", password="s3cr3t")
@@ -229,3 +229,46 @@ def test_a_broker_that_fails_for_days_stays_quarantined_at_the_cap():
         state = pool.record_failure(B, refused(B), now=float(n))
     assert state.failures == 5000
     assert state.quarantined_until == 4999.0 + 30.0
+
+
+# --- the cap on the pool --------------------------------------------------------------------
+
+
+def test_a_push_past_max_brokers_is_cut_to_the_cap_and_counts_what_it_dropped():
+    pool = BrokerPool([A, B], max_brokers=5)
+    pushed = [BrokerAddress("stomp", f"h{n}", 61613) for n in range(10_000)]
+    delta = pool.merge(pushed, "add", source="flood", now=0.0)
+    assert [s.key for s in pool.states()] == [
+        "a:61613",
+        "b:61613",
+        "h0:61613",
+        "h1:61613",
+        "h2:61613",
+    ]
+    assert delta.dropped == 9_997
+    assert delta.truncated("flood") == TopologyTruncated("flood", 9_997, 5)
+    assert len(repr(delta)) < 2_000  # a delta of a huge push stays small
+
+
+def test_a_replaced_list_makes_room_before_its_new_brokers_are_counted():
+    pool = BrokerPool([A], max_brokers=3)
+    old = [BrokerAddress("stomp", f"old{n}", 61613) for n in range(2)]
+    new = [BrokerAddress("stomp", f"new{n}", 61613) for n in range(2)]
+    pool.merge(old, "replace", source="s", now=0.0)
+    delta = pool.merge(new, "replace", source="s", now=1.0)
+    assert [s.key for s in pool.states()] == ["a:61613", "new0:61613", "new1:61613"]
+    assert delta.dropped == 0
+    assert delta.truncated("s") is None
+
+
+def test_max_brokers_must_be_a_positive_count():
+    with pytest.raises(ConfigurationError, match="max_brokers"):
+        BrokerPool([A], max_brokers=0)
+
+
+def test_the_merge_leaves_out_hosts_no_client_can_reach():
+    pool = BrokerPool([A])
+    bad = [BrokerAddress("stomp", host, 61613) for host in ("0.0.0.0", "224.0.0.1", "a b")]
+    delta = pool.merge([*bad, C], "add", source="s", now=0.0)
+    assert [s.key for s in pool.states()] == ["a:61613", "c:61613"]
+    assert len(delta.rejected) == 3

@@ -63,6 +63,8 @@ EXPECTED = {
     "TopologyChanged",
     "TopologyDelta",
     "TopologyError",
+    "TopologySourceFailed",
+    "TopologyTruncated",
     "URIError",
     "parse",
 }

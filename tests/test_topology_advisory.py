@@ -16,6 +16,7 @@ from failover_client.topology import (
     ADVISORY_TOPIC,
     AdvisoryError,
     AdvisorySource,
+    BaseSink,
     Bridge,
     TopologySource,
     map_broker_url,
@@ -54,7 +55,7 @@ def advisory(
     return json.dumps(info).encode(), headers
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:
@@ -199,15 +200,15 @@ def test_a_callable_scheme_map_may_rewrite_skip_or_fail():
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("stomp://0.0.0.0:61613", "not reachable"),
-        ("stomp://[::]:61613", "not reachable"),
-        ("stomp://224.0.0.1:61613", "not reachable"),
+        ("stomp://0.0.0.0:61613", "wildcard address"),
+        ("stomp://[::]:61613", "wildcard address"),
+        ("stomp://224.0.0.1:61613", "multicast group"),
         ("stomp://b:99999", "not a URL"),
         ("stomp://b:0", "no port"),
         ("stomp://b", "no port"),
-        ("stomp://:61613", "no usable host"),
+        ("stomp://:61613", "no host"),
         ("stomp://b%20c:61613", "not a host name"),
-        ("stomp://" + "a" * 300 + ":61613", "no usable host"),
+        ("stomp://" + "a" * 300 + ":61613", "too long"),
         ("stomp://b:61613/" + "x" * 2000, "too long"),
         ("http://b:80", "does not speak stomp"),
     ],
@@ -321,12 +322,34 @@ def test_bad_advisories_are_logged_and_skipped(running, clock, connector, caplog
     assert sink.lists() == [(A, B)]
     assert source.skipped == 5
     reasons = [r.getMessage() for r in caplog.records if "skipped an advisory" in r.getMessage()]
-    assert len(reasons) == 5
+    assert len(reasons) == 1  # the others within the minute are counted, not written
     assert "from 'net-0': body is not JSON" in reasons[0]
-    assert "header 'started'" in reasons[1]
-    assert "not reachable" in reasons[2]
-    assert "scheme_map" in reasons[3]
-    assert "exceeds" in reasons[4]
+    # Each reason on its own:
+    for (each, each_headers), reason in (
+        ((body, {"originBrokerName": "net-0"}), "header 'started'"),
+        (advisory("net-3", "stomp://0.0.0.0:61613"), "wildcard address"),
+        (advisory("net-4", "tcp://d:61616"), "scheme_map"),
+        ((b"x" * 100_000, headers), "exceeds"),
+    ):
+        with pytest.raises(AdvisoryError, match=reason):
+            parse_advisory(each, each_headers)
+
+
+def test_thousands_of_bad_advisories_write_one_line_a_minute_with_a_count(
+    running, clock, connector, caplog
+):
+    source, _ = running
+    caplog.set_level(logging.WARNING, logger="failover_client.topology")
+    session = subscribed(connector, "a:61613")
+    _, headers = advisory("net-1", "stomp://b:61613")
+    deliver(session, *[(b"{oops", headers)] * 3_203)
+    assert source.wait_heard(3_203, SAFETY)
+    clock.advance(60.0)
+    deliver(session, (b"{oops", headers))
+    assert source.wait_heard(3_204, SAFETY)
+    lines = [r.getMessage() for r in caplog.records if "skipped an advisory" in r.getMessage()]
+    assert len(lines) == 2
+    assert "(3202 similar messages suppressed in the last 60 s)" in lines[1]
 
 
 def test_a_scheme_map_turns_openwire_peers_into_stomp_ones(clock, connector):
@@ -493,3 +516,129 @@ def test_only_stomp_members_can_be_watched():
         AdvisorySource("failover:(amqp://a:5672)", connector=FakeConnector())
     with pytest.raises(ConfigurationError, match="no brokers"):
         AdvisorySource((), connector=FakeConnector())
+
+
+# --- when the watcher fails ------------------------------------------------------------------
+
+
+class FailureSink(Sink):
+    """Also records the failures a source reports."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list[tuple[str, str, int, float | None]] = []
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((source, error, failures, retry_in))
+            self.cond.notify_all()
+
+    def wait_failures(self, count: int) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: len(self.failures) >= count, SAFETY)
+
+
+def test_a_watcher_refused_by_tls_is_reported_and_built_again_with_back_off(
+    clock, connector, caplog
+):
+    caplog.set_level(logging.DEBUG, logger="failover_client.topology")
+    connector.behave(A, "tls-fail", "tls-fail", "accept")
+    source = AdvisorySource(
+        (A,), clock=clock, connector=connector, options=FAST, name="net", min_backoff=2.0
+    )
+    sink = FailureSink()
+    source.start(sink)
+    try:
+        assert sink.wait_failures(1)
+        assert clock.wait_for_deadline(2.0)  # the first retry waits the first back-off
+        clock.advance(2.0)
+        assert sink.wait_failures(2)
+        assert clock.wait_for_deadline(2.0 + 4.0)  # then twice as long
+        clock.advance(4.0)
+        session = subscribed(connector, "a:61613")  # the third watcher connects
+        deliver(session, advisory("net-1", "stomp://b:61613"))
+        assert source.wait_heard(1, SAFETY)
+        assert clock.wait_for_deadline(6.0 + source.settle)
+        clock.advance(source.settle)
+        assert sink.wait_for_list((A, B))
+    finally:
+        source.stop()
+    assert [(s, n, r) for s, _, n, r in sink.failures] == [("net", 1, 2.0), ("net", 2, 4.0)]
+    assert all(e.startswith("TLSFailure") for _, e, _, _ in sink.failures)
+    errors = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.ERROR and r.name == "failover_client.topology"
+    ]
+    assert len(errors) == 1  # the second failure within the minute is counted, not written
+
+
+def test_stop_forgets_what_the_watcher_learned(running, clock, connector):
+    source, sink = running
+    session = subscribed(connector, "a:61613")
+    deliver(session, advisory("net-1", "stomp://b:61613"))
+    settled(source, clock, 1)
+    assert sink.wait_for(1)
+    source.stop()
+    assert "peers=0" in repr(source)
+
+
+def test_a_flood_of_peers_is_kept_only_up_to_max_brokers(clock, connector):
+    options = FAST.replace(topology_max_brokers=3)
+    source = AdvisorySource((A,), clock=clock, connector=connector, options=options, name="net")
+    sink = Sink()
+    source.start(sink)
+    try:
+        session = subscribed(connector, "a:61613")
+        deliver(session, *(advisory(f"net-{n}", f"stomp://h{n}:61613") for n in range(50)))
+        settled(source, clock, 50)
+        assert sink.wait_for(1)
+    finally:
+        source.stop()
+    assert [b.key for b in sink.lists()[-1]] == ["a:61613", "h0:61613", "h1:61613", "h2:61613"]
+    assert source.skipped == 47
+
+
+def test_a_flapping_bridge_writes_one_info_line_a_minute_not_one_per_flap(
+    running, clock, connector, caplog
+):
+    source, sink = running
+    caplog.set_level(logging.INFO, logger="failover_client.topology")
+    session = subscribed(connector, "a:61613")
+    deliver(session, advisory("net-1", "stomp://b:61613"))
+    settled(source, clock, 1)
+    assert sink.wait_for(1)
+    for flap in range(1, 21):
+        deliver(session, advisory("net-1", "stomp://b:61613", started=flap % 2 == 0))
+        assert sink.wait_for(1 + flap)  # every flap is pushed
+    lines = [r for r in caplog.records if "network of brokers" in r.getMessage()]
+    assert len(lines) == 1
+    clock.advance(60.0)
+    deliver(session, advisory("net-1", "stomp://b:61613", started=False))
+    assert sink.wait_for(22)
+    lines = [r.getMessage() for r in caplog.records if "network of brokers" in r.getMessage()]
+    assert len(lines) == 2
+    assert "(20 similar messages suppressed in the last 60 s)" in lines[1]
+
+
+def test_a_watcher_that_gives_up_after_it_ran_is_built_again(clock, connector):
+    connector.behave(A, "accept", "tls-fail", "accept")
+    source = AdvisorySource(
+        (A,), clock=clock, connector=connector, options=FAST, name="net", min_backoff=2.0
+    )
+    sink = FailureSink()
+    source.start(sink)
+    try:
+        subscribed(connector, "a:61613").kill()  # its reconnect is refused for good (TLS)
+        assert sink.wait_failures(1)
+        assert clock.wait_for_deadline(clock.monotonic() + 2.0)
+        clock.advance(2.0)
+        session = subscribed(connector, "a:61613")  # a new watcher
+        deliver(session, advisory("net-1", "stomp://b:61613"))
+        assert source.wait_heard(1, SAFETY)
+    finally:
+        source.stop()
+    ((_, error, failures, retry),) = sink.failures
+    assert (error.split(":")[0], failures, retry) == ("TLSFailure", 1, 2.0)

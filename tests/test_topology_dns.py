@@ -17,6 +17,7 @@ from failover_client import ConfigurationError, FailoverConnection
 from failover_client.testing import FakeClock, FakeConnector
 from failover_client.topology import (
     ZERO_WEIGHT,
+    BaseSink,
     DnsAnswer,
     DnsLookupError,
     DnsSource,
@@ -43,13 +44,20 @@ class Update:
         return [b.key for b in self.brokers]
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.updates: list[Update] = []
+        self.failures: list[tuple[int, float | None]] = []
         self.fail = False
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((failures, retry_in))
 
     def update_brokers(
         self,
@@ -221,7 +229,9 @@ def test_a_name_with_only_ipv4_addresses_is_fine(start, zone, sink, clock):
     assert clock.wait_for_deadline(20.0)
 
 
-def test_bad_records_are_skipped_and_warned_about_once(start, zone, sink, clock, caplog):
+def test_bad_records_are_skipped_and_each_kind_is_warned_about_once_a_minute_with_a_count(
+    start, zone, sink, clock, caplog
+):
     zone.srv(
         "10 1 61613 good.example.com.",
         "10 1 0 port-zero.example.com.",
@@ -233,15 +243,19 @@ def test_bad_records_are_skipped_and_warned_about_once(start, zone, sink, clock,
         start()
         assert sink.wait_for(1)
         assert clock.wait_for_deadline(30.0)
-        clock.advance(30.0)
+        clock.advance(30.0)  # the same answer again: nothing new to say
         assert clock.wait_for_deadline(60.0)
+        first = [r.getMessage() for r in caplog.records if "skipped record" in r.getMessage()]
+        clock.advance(30.0)  # a minute after the first warnings: they come back, counted
+        assert clock.wait_for_deadline(90.0)
     assert sink.last().keys == [key("good.example.com")]
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 4
-    assert "out of range" in warnings[0]
-    assert "not a host name" in warnings[2]
-    assert "not 'priority weight port target'" in warnings[3]
-    assert len([r for r in caplog.records if "skipped record" in r.getMessage()]) == 8
+    assert len(first) == 3  # one per kind: the two records out of range share one
+    assert "out of range" in first[0]
+    assert "not a host name" in first[1]
+    assert "not 'priority weight port target'" in first[2]
+    again = [r.getMessage() for r in caplog.records if "skipped record" in r.getMessage()][3:]
+    assert len(again) == 3
+    assert "(3 similar messages suppressed in the last 60 s)" in again[0]
 
 
 # --- when it resolves and pushes -----------------------------------------------------------
@@ -309,6 +323,8 @@ def test_a_failure_keeps_the_last_list_and_backs_off(start, zone, sink, clock, c
             clock.advance(now - clock.monotonic())
             assert clock.wait_for_deadline(now + retry)
     assert sink.count() == 1  # never an empty list
+    # Each failure is told (a connection emits TopologySourceFailed), with its back-off.
+    assert sink.failures == [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (5, 5.0)]
     failures = [r.getMessage() for r in caplog.records if "did not resolve" in r.getMessage()]
     assert len(failures) == 1  # once per streak
     assert "keeping the last list (1 brokers)" in failures[0]
@@ -539,12 +555,13 @@ def test_without_dnspython_the_error_names_the_extra(monkeypatch):
 
 def test_a_failover_connection_takes_the_tiers_and_weights(clock, zone):
     seed = BrokerAddress("stomp", "seed.example.com", 61613)
-    conn = FailoverConnection((seed,), connector=FakeConnector(clock=clock), clock=clock)
-    assert isinstance(conn, TopologySink)
     zone.srv("10 3 61613 a.example.com.", "20 0 61614 b.example.com.", ttl=60)
     source = DnsSource(SRV_NAME, clock=clock, resolve=zone)
+    conn = FailoverConnection(
+        (seed,), connector=FakeConnector(clock=clock), clock=clock, topology=[source]
+    )
     try:
-        source.start(conn)
+        conn.connect()  # starts the source with the connection's sink
         assert clock.wait_for_deadline(60.0)
         states = {s.address.key: s for s in conn.pool.states()}
         assert list(states) == [seed.key, key("a.example.com"), key("b.example.com", 61614)]
@@ -554,5 +571,15 @@ def test_a_failover_connection_takes_the_tiers_and_weights(clock, zone):
         assert states[key("b.example.com", 61614)].weight == ZERO_WEIGHT
         assert states[key("a.example.com")].source == source.name
     finally:
-        source.stop()
         conn.close()
+
+
+def test_a_failover_connection_is_not_a_sink_and_says_how_to_give_it_a_source(clock, zone):
+    seed = BrokerAddress("stomp", "seed.example.com", 61613)
+    conn = FailoverConnection((seed,), connector=FakeConnector(clock=clock), clock=clock)
+    source = DnsSource(SRV_NAME, clock=clock, resolve=zone)
+    assert not isinstance(conn, TopologySink)
+    with pytest.raises(TypeError, match=r"topology=\[source\]"):
+        source.start(conn)  # type: ignore[arg-type]
+    source.stop()
+    conn.close()

@@ -10,8 +10,9 @@ import pytest
 from failover_client.uri import BrokerAddress, ServerListAction
 
 from failover_client import ConfigurationError, FailoverConnection
+from failover_client._throttle import LogThrottle
 from failover_client.testing import FakeClock, FakeConnector
-from failover_client.topology import FileSource, TopologySink, read_broker_file
+from failover_client.topology import BaseSink, FileSource, parse_broker_list, read_broker_file
 
 SAFETY = 5.0  # real seconds, only against a hung test
 A = BrokerAddress("stomp", "a", 61613)
@@ -19,7 +20,7 @@ B = BrokerAddress("stomp", "b", 61613)
 C = BrokerAddress("stomp", "c", 61614)
 
 
-class Sink:
+class Sink(BaseSink):
     """Records every update; ``fail`` makes the next one raise (a buggy sink)."""
 
     def __init__(self) -> None:
@@ -169,16 +170,33 @@ def test_interval_must_be_positive(tmp_path):
         FileSource(tmp_path / "b.txt", interval=0)
 
 
-def test_a_failover_connection_is_a_sink_and_takes_the_file_s_list(tmp_path, clock):
+def test_a_failover_connection_takes_the_file_s_list(tmp_path, clock):
     path = tmp_path / "brokers.txt"
     path.write_text("stomp://a:61613\nstomp://c:61614\n")
-    conn = FailoverConnection((A,), connector=FakeConnector(clock=clock), clock=clock)
-    assert isinstance(conn, TopologySink)
     source = FileSource(path, interval=10.0, clock=clock, action="add")
+    conn = FailoverConnection(
+        (A,), connector=FakeConnector(clock=clock), clock=clock, topology=[source]
+    )
     try:
-        source.start(conn)
+        conn.connect()  # starts the source with the connection's sink
         assert clock.wait_for_deadline(10.0)
         assert [s.address for s in conn.pool.states()] == [A, C]
     finally:
-        source.stop()
         conn.close()
+
+
+def test_a_list_of_thousands_of_bad_entries_costs_a_few_lines_and_repeats_are_counted(caplog):
+    clock = FakeClock()
+    throttle = LogThrottle(logging.getLogger("failover_client.topology"), clock=clock.monotonic)
+    text = "\n".join(f"not a uri {n}" for n in range(3_000)) + "\nstomp://a:61613\n"
+    with caplog.at_level(logging.WARNING, logger="failover_client.topology"):
+        for _ in range(3):  # re-read within the minute: nothing new is said
+            assert parse_broker_list(text, "big.txt", throttle=throttle) == (A,)
+        assert len(caplog.records) == 6
+        assert caplog.records[-1].getMessage() == (
+            "big.txt: skipped 2995 more entries that are not broker URIs"
+        )
+        clock.advance(60.0)
+        assert parse_broker_list(text, "big.txt", throttle=throttle) == (A,)
+    assert len(caplog.records) == 12
+    assert "(2 similar messages suppressed in the last 60 s)" in caplog.records[-1].getMessage()

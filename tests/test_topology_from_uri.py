@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from failover_client.uri import BrokerAddress, parse
+from failover_client.uri import BrokerAddress, FailoverOptions, parse
 
 from failover_client import ConfigurationError, FailoverConnection
 from failover_client.testing import FakeClock, FakeConnector
 from failover_client.topology import (
     URI_SOURCE_NAME,
     AdvisorySource,
+    BaseSink,
     DnsSource,
     FileSource,
     OpenWireSource,
@@ -81,7 +82,7 @@ def test_the_scheme_map_rewrites_the_url_s_openwire_entries(tmp_path):
     assert isinstance(source, UrlSource)
     got: list[tuple[BrokerAddress, ...]] = []
 
-    class Sink:
+    class Sink(BaseSink):
         def update_brokers(self, update, **_: object) -> None:
             got.append(tuple(update))
 
@@ -241,10 +242,15 @@ def recorder(monkeypatch) -> Recorder:
     return recording
 
 
-def test_openwire_gets_the_members_credentials_clock_port_and_scheme_map(recorder):
+URI_OPENWIRE = (
+    "failover:(stomp://a:61613,stomp://b:61613)?topology=openwire"
+    "&topology.openwirePort=61626&topology.schemeMap=tcp:stomp:61613,ssl:stomp+ssl"
+)
+
+
+def test_openwire_gets_the_members_credentials_clock_port_scheme_map_and_tls(recorder):
     sources(
-        "failover:(stomp://a:61613,stomp://b:61613)?topology=openwire"
-        "&topology.openwirePort=61626&topology.schemeMap=tcp:stomp:61613,ssl:stomp+ssl",
+        URI_OPENWIRE,
         login="app",
         passcode=PASSWORD,
     )
@@ -254,17 +260,34 @@ def test_openwire_gets_the_members_credentials_clock_port_and_scheme_map(recorde
     assert kwargs == {
         "openwire_port": 61626,
         "scheme_map": {"tcp": ("stomp", 61613), "ssl": ("stomp+ssl", None)},
+        "tls": parse(URI_OPENWIRE).options,
         "login": "app",
         "passcode": PASSWORD,
         "clock": CLOCK,
     }
 
 
-def test_advisory_gets_the_members_credentials_clock_and_scheme_map(recorder):
-    sources("failover:(stomp://a:61613)?topology=advisory", login="app", passcode=PASSWORD)
+def test_advisory_gets_the_members_credentials_clock_scheme_map_and_tls_options(recorder):
+    uri = "failover:(stomp+ssl://a:61612)?topology=advisory&tls.caFile=/etc/ca.pem"
+    sources(uri, login="app", passcode=PASSWORD)
     ((name, args, kwargs),) = recorder.calls
-    assert (name, args) == ("advisory", ((BrokerAddress("stomp", "a", 61613),),))
+    assert (name, args) == ("advisory", ((BrokerAddress("stomp+ssl", "a", 61612),),))
+    options = kwargs.pop("options")
+    assert isinstance(options, FailoverOptions)
+    assert options.tls_ca_file == "/etc/ca.pem"
     assert kwargs == {"scheme_map": None, "login": "app", "passcode": PASSWORD, "clock": CLOCK}
+
+
+def test_the_advisory_watcher_takes_the_uri_s_tls_options_but_never_its_sources():
+    (source,) = sources(
+        "failover:(stomp+ssl://a:61612)?topology=advisory&tls.verifyHostname=false"
+        "&maxReconnectAttempts=3"
+    )
+    assert isinstance(source, AdvisorySource)
+    watcher = source._conn.options
+    assert watcher.tls_verify_hostname is False
+    assert watcher.topology == ()
+    assert watcher.max_reconnect_attempts == -1
 
 
 def test_the_built_in_sources_are_built_for_real():
@@ -358,3 +381,12 @@ def test_a_connection_builds_its_uri_s_sources_and_refuses_a_bad_one(tmp_path):
         assert conn.broker == "stomp://b:61613"
     with pytest.raises(ConfigurationError, match="multicast://default is not supported"):
         FailoverConnection("discovery:(multicast://default)", connector=FakeConnector())
+
+
+def test_an_https_update_uris_url_is_verified_with_the_uri_s_trust(tmp_path):
+    missing = tmp_path / "no-such-ca.pem"
+    with pytest.raises(ConfigurationError, match="tls_ca_file"):
+        sources(f"failover:()?updateURIsURL=https://cfg.example.com/b.txt&tls.caFile={missing}")
+    # A plain-file list needs no trust, so a bad one does not stop it.
+    (source,) = sources(f"failover:()?updateURIsURL=file:{tmp_path}/b.txt&tls.caFile={missing}")
+    assert isinstance(source, UrlSource)

@@ -53,7 +53,12 @@ from failover_client.openwire import (
     frame,
 )
 from failover_client.testing import FakeClock, FakeConnector
-from failover_client.topology import OpenWireSource, TopologySource, topology_source_factory
+from failover_client.topology import (
+    BaseSink,
+    OpenWireSource,
+    TopologySource,
+    topology_source_factory,
+)
 from failover_client.topology._openwire import parse_connected_brokers
 from tests.test_openwire_codec import BROKER_WFI_HEX
 
@@ -452,13 +457,20 @@ def test_a_failing_handler_does_not_end_the_channel(caplog: pytest.LogCaptureFix
 # --- the source ----------------------------------------------------------------------------
 
 
-class Sink:
+class Sink(BaseSink):
     """A plain sink: records pushes and rebalance requests."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.updates: list[tuple[tuple[str, ...], str, ServerListAction | None, bool]] = []
         self.rebalances: list[str] = []
+        self.failures: list[tuple[str, int, float | None]] = []
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((error, failures, retry_in))
 
     def update_brokers(
         self,
@@ -509,7 +521,7 @@ def test_a_push_becomes_one_replace_list_and_a_rebalance_request(
                 (("stomp://a:61613", "stomp://127.0.0.1:6000"), "openwire", "replace", True)
             ]
             assert sink.rebalances == ["openwire"]
-            assert "skipped a broker" in caplog.text
+            assert "skipped 2 of the brokers" in caplog.text
             assert "'udp://bad:1'" in caplog.text
             assert "'tcp://c:0'" in caplog.text
             # An empty list is "no cluster information": nothing is pushed, nothing requested.
@@ -551,7 +563,8 @@ def test_a_broker_without_an_openwire_listener_is_logged_once_and_retried_with_b
     source = OpenWireSource(
         [BrokerAddress("tcp", HOST, dead)], clock=clock, min_backoff=0.5, max_backoff=2.0
     )
-    started(source, Sink())
+    sink = Sink()
+    started(source, sink)
     try:
         for wait in (0.5, 1.0, 2.0, 2.0, 2.0):  # doubling, capped: never a busy loop
             assert clock.wait_for_deadline(clock.monotonic() + wait), clock.deadlines()
@@ -561,6 +574,15 @@ def test_a_broker_without_an_openwire_listener_is_logged_once_and_retried_with_b
         assert len([r for r in refusals if r.levelno >= logging.WARNING]) == 1
     finally:
         source.stop()
+    # Each failed pass is told to the sink (a connection emits TopologySourceFailed).
+    assert [(n, retry) for _, n, retry in sink.failures[:5]] == [
+        (1, 0.5),
+        (2, 1.0),
+        (3, 2.0),
+        (4, 2.0),
+        (5, 2.0),
+    ]
+    assert sink.failures[0][0].startswith("BrokerUnavailable")
 
 
 def test_members_are_tried_in_order_within_a_pass() -> None:
@@ -577,19 +599,19 @@ def test_members_are_tried_in_order_within_a_pass() -> None:
 
 
 class FollowSink(Sink):
-    """Shaped like a FailoverConnection for the source: listeners, pool, current broker."""
+    """Like the sink a connection gives its sources: listeners and the current broker."""
+
+    follows_connection = True
 
     def __init__(self, members: Iterable[BrokerAddress]) -> None:
         super().__init__()
         self.members = tuple(members)
         self.listeners: list[Callable[[Event], None]] = []
-        self.broker: str | None = None
+        self.broker: BrokerAddress | None = None
         self.client_id = "app-1"
-        self.options = FailoverOptions()
-        self.pool = self
 
-    def states(self) -> list[Any]:
-        return [type("State", (), {"address": m})() for m in self.members]
+    def current_broker(self) -> BrokerAddress | None:
+        return self.broker
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         self.listeners.append(listener)
@@ -598,7 +620,7 @@ class FollowSink(Sink):
         self.listeners.remove(listener)
 
     def connect_to(self, address: BrokerAddress) -> None:
-        self.broker = str(address)
+        self.broker = address
         for listener in self.listeners:
             listener(Connected(str(address), 1, 0.0))
 
@@ -769,3 +791,11 @@ def test_the_source_uses_verified_tls_when_the_data_broker_does(
             assert f"channel=ssl://{HOST}:{peer.port}" in repr(source)
         finally:
             source.stop()
+
+
+def test_a_push_of_thousands_of_brokers_is_parsed_only_up_to_the_limit() -> None:
+    text = ",".join(f"stomp://h{n}:61613" for n in range(10_000))
+    brokers, skipped = parse_connected_brokers(text, "stomp", None, limit=256)
+    assert len(brokers) == 256
+    assert brokers[-1] == BrokerAddress("stomp", "h255", 61613)
+    assert skipped == ["9744 entries past topology.maxBrokers=256"]

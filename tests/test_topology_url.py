@@ -28,6 +28,7 @@ from failover_client import (
 )
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 from failover_client.topology import (
+    BaseSink,
     UrlSource,
     parse_broker_list,
     registered_topology_sources,
@@ -44,14 +45,21 @@ C = BrokerAddress("stomp", "c", 61614)
 Update = tuple[tuple[BrokerAddress, ...], str, ServerListAction | None, bool]
 
 
-class Sink:
+class Sink(BaseSink):
     """Records updates and rebalance requests; ``fail`` makes the next update raise."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.updates: list[Update] = []
         self.rebalances: list[str] = []
+        self.failures: list[tuple[int, float | None]] = []
         self.fail = False
+
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        with self.cond:
+            self.failures.append((failures, retry_in))
 
     def update_brokers(
         self,
@@ -80,7 +88,9 @@ class Sink:
 
 
 class FollowedSink(Sink):
-    """A sink that, like a FailoverConnection, has listeners it emits events to."""
+    """A sink that, like a connection's, has listeners it emits events to."""
+
+    follows_connection = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -361,6 +371,7 @@ def test_a_failed_read_keeps_the_last_list_and_retries_sooner_and_sooner(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1  # the first failure of a streak; the rest at debug level
     assert "keeping the last list (1 brokers)" in warnings[0].getMessage()
+    assert sink.failures == [(1, 2.0), (2, 4.0), (3, 8.0), (4, 10.0), (5, 10.0)]
     assert "FileNotFoundError" in (source.last_error or "")
     path.write_text("stomp://b:61613\n")
     with caplog.at_level(logging.INFO, logger="failover_client.topology"):

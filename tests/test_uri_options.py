@@ -112,6 +112,7 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "tls.verifyHostname": ("false", {"tls_verify_hostname": False}),
     "topology": ("openwire,advisory", {"topology": ("openwire", "advisory")}),
     "topology.openwirePort": ("61617", {"topology_openwire_port": 61617}),
+    "topology.maxBrokers": ("1000", {"topology_max_brokers": 1000}),
     "topology.schemeMap": (
         "tcp:stomp:61613,ssl:stomp+ssl",
         {"topology_scheme_map": (("tcp", "stomp", 61613), ("ssl", "stomp+ssl", None))},
@@ -194,6 +195,7 @@ BAD: dict[str, str] = {
     "tls.verifyHostname": "off",
     "topology": "-openwire",
     "topology.openwirePort": "65536",
+    "topology.maxBrokers": "0",
     "topology.schemeMap": "stomp",
 }
 

@@ -152,6 +152,8 @@ class FailoverOptions:
     """The OpenWire port on the data broker's host, for the ``openwire`` source."""
     topology_scheme_map: SchemeMapEntries = ()
     """How broker URLs of another protocol become the connection's (:data:`SchemeMapEntries`)."""
+    topology_max_brokers: int = 256
+    """Brokers the pool holds at most, seeds included: pushed entries past it are dropped."""
 
     # --- TLS (verification on by default) ------------------------------------------------------
     tls_verify: bool = True
@@ -225,6 +227,11 @@ class FailoverOptions:
             raise OptionError(
                 f"topology_openwire_port must be 1-65535, got {port!r}",
                 option="topology_openwire_port",
+            )
+        limit = self.topology_max_brokers
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise OptionError(
+                f"topology_max_brokers must be >= 1, got {limit!r}", option="topology_max_brokers"
             )
         for entry in self.topology_scheme_map:
             if (

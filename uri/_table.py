@@ -329,6 +329,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "How broker URLs of another protocol (advertised by topology sources, or listed in "
        "updateURIsURL) become this connection's: from:to[:port],... e.g. "
        "tcp:stomp:61613,ssl:stomp+ssl:61612."),
+    _f("topology.maxBrokers", ("topology_max_brokers",), "positive_int", "256",
+       "Brokers the pool holds at most, seeds included; entries a topology source pushes past "
+       "it are dropped (one TopologyTruncated event), so a hostile or broken push cannot grow "
+       "memory and CPU without bound."),
     _f("tls.caFile", ("tls_ca_file",), "text", "",
        "PEM file of CA certificates that verify the brokers; empty: system trust store."),
     _f("tls.certFile", ("tls_cert_file",), "text", "", "PEM client certificate (mutual TLS)."),

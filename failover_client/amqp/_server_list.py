@@ -28,11 +28,10 @@ options, so a connection to an advertised broker names its network host.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import re
 from collections.abc import Mapping
 
+from failover_client._hosts import HostError, check_host, kind, shown_value
 from failover_client.uri import BrokerAddress
 
 __all__ = ["MAX_ENTRIES", "parse_redirect", "parse_server_list"]
@@ -48,11 +47,7 @@ _PORT = "port"
 _SCHEME = "scheme"
 _SCHEMES = ("amqp", "amqps")
 
-_MAX_HOST = 253  # the longest DNS name
 _MAX_PORT_TEXT = 5
-_SHOWN = 40  # characters of a bad value a log line shows
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*", re.ASCII)
-_SAFE = re.compile(r"[A-Za-z0-9._:%*@\[\]-]*", re.ASCII)  # may be shown up to its end
 
 
 class _Unusable(ValueError):
@@ -66,7 +61,7 @@ def parse_server_list(value: object, *, current: BrokerAddress) -> tuple[BrokerA
     its scheme. Unusable entries are logged and skipped; a value that is not a list yields ().
     """
     if not isinstance(value, list | tuple):
-        _log.warning("failover-server-list ignored: not a list but %s", _kind(value))
+        _log.warning("failover-server-list ignored: not a list but %s", kind(value))
         return ()
     if len(value) > MAX_ENTRIES:
         _log.warning(
@@ -116,7 +111,7 @@ def parse_redirect(info: object, *, current: BrokerAddress) -> BrokerAddress | N
 
 def _address(entry: object, current: BrokerAddress) -> BrokerAddress:
     if not isinstance(entry, Mapping):
-        raise _Unusable(f"not a map but {_kind(entry)}")
+        raise _Unusable(f"not a map but {kind(entry)}")
     host = _host(entry.get(_NETWORK_HOST), _NETWORK_HOST)
     port = _port(entry.get(_PORT))
     scheme = _scheme(entry.get(_SCHEME), current)
@@ -128,56 +123,26 @@ def _address(entry: object, current: BrokerAddress) -> BrokerAddress:
 
 
 def _host(value: object, name: str) -> str:
-    if value is None:
-        raise _Unusable(f"no {name}")
-    if not isinstance(value, str):
-        raise _Unusable(f"{name} is not a string but {_kind(value)}")
-    if not value:
-        raise _Unusable(f"{name} is empty")
-    if len(value) > _MAX_HOST + 2:  # room for the brackets of an IPv6 literal
-        raise _Unusable(f"{name} is too long ({len(value)} characters)")
-    if "@" in value:
-        # Whatever stands before an '@' may be credentials: the message never shows it.
-        raise _Unusable(f"{name} {_shown(value)} holds an '@' (user info is not a host)")
-    if ":" not in value:
-        if not _NAME.fullmatch(value):
-            raise _Unusable(f"{name} {_shown(value)} is not a host name or IPv4 address")
-        if _is_unspecified_ipv4(value):
-            raise _Unusable(f"{name} {value} is the wildcard address, not a broker")
-        return str(value)
-    literal = value[1:-1] if value.startswith("[") and value.endswith("]") else str(value)
-    address, _, zone = literal.partition("%")
+    # The library's one rule for a pushed host (the pool's merge applies it too).
     try:
-        ip = ipaddress.IPv6Address(address)
-    except ValueError:
-        raise _Unusable(f"{name} {_shown(value)} is not an IPv6 address") from None
-    if "%" in literal and not _NAME.fullmatch(zone):
-        raise _Unusable(f"{name} {_shown(value)} has a bad IPv6 zone")
-    if ip.is_unspecified:
-        raise _Unusable(f"{name} {_shown(value)} is the wildcard address, not a broker")
-    return literal
-
-
-def _is_unspecified_ipv4(host: str) -> bool:
-    try:
-        return ipaddress.IPv4Address(host).is_unspecified
-    except ValueError:
-        return False  # a host name
+        return check_host(value, name)
+    except HostError as exc:
+        raise _Unusable(str(exc)) from None
 
 
 def _port(value: object) -> int:
     if value is None:
         raise _Unusable("no port")
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _Unusable(f"port is {_kind(value)}, not a number")
+        raise _Unusable(f"port is {kind(value)}, not a number")
     if isinstance(value, str):
         if not (value.isascii() and value.isdigit() and len(value) <= _MAX_PORT_TEXT):
-            raise _Unusable(f"port {_shown(value)} is not a number")
+            raise _Unusable(f"port {shown_value(value)} is not a number")
         number = int(value)
     else:
         number = int(value)  # proton's ulong, uint, ushort... are ints
     if not 1 <= number <= 65535:
-        raise _Unusable(f"port {_shown(number)} is out of range 1-65535")
+        raise _Unusable(f"port {shown_value(number)} is out of range 1-65535")
     return number
 
 
@@ -185,35 +150,8 @@ def _scheme(value: object, current: BrokerAddress) -> str:
     if value is None:
         return current.scheme
     if not isinstance(value, str):
-        raise _Unusable(f"scheme is {_kind(value)}, not a string")
+        raise _Unusable(f"scheme is {kind(value)}, not a string")
     scheme = value.lower() if len(value) <= len("amqps") else value
     if scheme not in _SCHEMES:
-        raise _Unusable(f"unknown scheme {_shown(value)} (known: {', '.join(_SCHEMES)})")
+        raise _Unusable(f"unknown scheme {shown_value(value)} (known: {', '.join(_SCHEMES)})")
     return str(scheme)
-
-
-def _kind(value: object) -> str:
-    """A value's type, for a log line: never the value itself."""
-    if value is None:
-        return "nothing"
-    name = type(value).__name__
-    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
-
-
-def _shown(value: object) -> str:
-    """A bad value for a log line: never what may be user info or a query after the host.
-
-    Text before an ``@`` is masked, text after the first character that cannot be part of a
-    host (``?``, ``/``, ``&``, a space...) is left out, the rest is shortened and escaped.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return _kind(value)
-    if isinstance(value, int):
-        # A huge int costs time to print (and Python refuses past 4300 digits).
-        return str(int(value)) if -(10**9) < value < 10**9 else "a very large number"
-    text = str(value)
-    if "@" in text:
-        text = "***@" + text.rpartition("@")[2]
-    safe = _SAFE.match(text)
-    cut = min(safe.end() + 1 if safe else 0, _SHOWN)
-    return repr(text[:cut]) + ("..." if len(text) > cut else "")

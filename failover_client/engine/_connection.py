@@ -18,7 +18,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Literal
+from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConnectionClosed
@@ -39,14 +39,19 @@ from failover_client.engine._loop import ReconnectLoop
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
 from failover_client.engine._placement import PlanPolicy, Redirects, tiers_for
 from failover_client.engine._planner import Planner
-from failover_client.engine._pool import AddressMap, BrokerPool
+from failover_client.engine._pool import AddressMap, BrokerPool, PoolView
 from failover_client.engine._rebalance import Rebalancer
 from failover_client.engine._schedule import ReconnectSchedule
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Subscription
-from failover_client.engine._topology import TopologyFeed, TopologyHub, uri_sources
+from failover_client.engine._topology import (
+    TopologyHub,
+    TopologySource,
+    UriSourceFactory,
+    uri_sources,
+)
 from failover_client.policies import policy_for_options
 from failover_client.uri import (
     BrokerAddress,
@@ -82,11 +87,16 @@ class FailoverConnection:
     :param address_map: rewrites addresses pushed by topology sources.
     :param topology: topology sources (e.g. ``failover_client.topology.DnsSource``) started
         by :meth:`connect` with this connection as their sink, and stopped by :meth:`close`.
+    :param topology_factory: builds the sources the URI asks for (``updateURIsURL``,
+        ``discovery:``, ``topology=``); default :attr:`default_topology_factory`.
 
     Nothing connects until :meth:`connect` (or ``with``). Sends are at-least-once: a message
     confirmed by the broker is never lost, but a message re-sent after a fail-over can arrive
     twice; duplicates carry the same ``failover-message-id`` header.
     """
+
+    # Without a topology_factory; failover_client.FailoverConnection names the library's.
+    default_topology_factory: ClassVar[UriSourceFactory | None] = None
 
     def __init__(
         self,
@@ -106,7 +116,8 @@ class FailoverConnection:
         schedule: ScheduleLike | None = None,
         tiers: Mapping[str, int] | None = None,
         address_map: AddressMap | None = None,
-        topology: Iterable[TopologyFeed] = (),
+        topology: Iterable[TopologySource] = (),
+        topology_factory: UriSourceFactory | None = None,
     ) -> None:
         check_construction(options, client_id, listeners, tiers)
         members, parsed_options, agents = resolve_target(target)
@@ -133,13 +144,14 @@ class FailoverConnection:
         self._sender = self._state.sender
         self._redirects = Redirects(self._clock)
         self._tiers = tiers_for(members, options, tiers)
+        factory = topology_factory or type(self).default_topology_factory
         sources = (
             *uri_sources(
-                members, options, agents, login=login, passcode=passcode, clock=self._clock
+                factory, members, options, agents, login=login, passcode=passcode, clock=self._clock
             ),
             *topology,
         )
-        self.pool = BrokerPool(
+        self._pool = BrokerPool(
             members,
             discovered=bool(sources),
             tiers=self._tiers,
@@ -150,9 +162,10 @@ class FailoverConnection:
             quarantine_base=min(1.0, options.max_reconnect_delay),
             quarantine_max=options.max_reconnect_delay,
             address_map=address_map,
+            max_brokers=options.topology_max_brokers,
         )
         self._planner = Planner(
-            pool=self.pool,
+            pool=self._pool,
             policy=policy or policy_for_options(options, rng=self._rng, client_id=self._client_id),
             redirects=self._redirects,
             rebalancer=self._new_rebalancer() if options.rebalance else None,
@@ -160,7 +173,7 @@ class FailoverConnection:
             clock=self._clock,
         )
         self._topology = TopologyHub(
-            pool=self.pool,
+            pool=self._pool,
             planner=self._planner,
             options=options,
             now=self._clock.monotonic,
@@ -168,6 +181,9 @@ class FailoverConnection:
             emit=self._emit,
             new_rebalancer=self._new_rebalancer,
             sources=sources,
+            listeners=self._listeners,
+            current=self._current_address,
+            client_id=self._client_id,
         )
         self._schedule: ScheduleLike = schedule or ReconnectSchedule.from_options(
             options, rng=self._rng
@@ -183,7 +199,7 @@ class FailoverConnection:
         self._slots = itertools.count(1)
         self._dialer = Dialer(
             connector=self._connector,
-            pool=self.pool,
+            pool=self._pool,
             planner=self._planner.dial_plan,
             schedule=self._schedule,
             clock=self._clock,
@@ -224,7 +240,7 @@ class FailoverConnection:
         if starting:
             self._dispatcher.start()
             self._loop.start()
-            self._topology.start(self)
+            self._topology.start()
         self._clock.wait(self._loop.first_outcome, None)
         with connection.cond:
             state, error = connection.state, connection.error
@@ -439,6 +455,11 @@ class FailoverConnection:
         return self._options
 
     @property
+    def pool(self) -> PoolView:
+        """The known brokers, read-only: lists change only through :meth:`update_brokers`."""
+        return PoolView(self._pool)
+
+    @property
     def client_id(self) -> str:
         return self._client_id
 
@@ -464,6 +485,10 @@ class FailoverConnection:
     def _new_rebalancer(self) -> Rebalancer:
         return Rebalancer(self._client_id, self._options.rebalance_drain_window, self._rng)
 
+    def _current_address(self) -> BrokerAddress | None:
+        current = self._state.snapshot()[1]
+        return None if current is None else current.address
+
     def _new_slot(self, address: BrokerAddress) -> Slot:
         return Slot(next(self._slots), address)
 
@@ -485,6 +510,6 @@ class FailoverConnection:
         slot.redirected = True
         # Only where the merge let it in: an ignored list, or an entry the address map
         # dropped, is not followed, so a redirect cannot bypass the pool's rules.
-        target = self.pool.entry_for(advertised.brokers[0])
+        target = self._pool.entry_for(advertised.brokers[0])
         if target is not None:
             self._redirects.offer(target)

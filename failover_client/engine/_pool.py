@@ -20,13 +20,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from failover_client._errors import ConfigurationError
-from failover_client._events import TopologyChanged
+from failover_client._events import TopologyChanged, TopologyTruncated
+from failover_client._hosts import HostError, check_host
 from failover_client.uri import BrokerAddress, ServerListAction
 
-__all__ = ["AddressMap", "BrokerPool", "BrokerState", "TopologyDelta"]
+__all__ = ["AddressMap", "BrokerPool", "BrokerState", "PoolView", "TopologyDelta"]
 
 AddressMap = Callable[[BrokerAddress], BrokerAddress | None]
 """Turns an advertised (often internal) address into a reachable one; None drops the entry."""
+
+_MAX_REASONS = 16
+"""Left-out entries a delta lists at most (the rest only counts): its log line stays short."""
 
 _TLS_SCHEME = {"stomp": "stomp+ssl", "amqp": "amqps", "openwire": "ssl"}
 
@@ -98,6 +102,12 @@ class TopologyDelta:
     """Quarantined brokers a source named again after it had dropped them: back in the plan."""
     foreign: tuple[BrokerAddress, ...] = ()
     """Entries left out because they speak another protocol than the connection."""
+    rejected: tuple[str, ...] = ()
+    """Why entries were left out whose host cannot be a broker's (:func:`check_host`)."""
+    dropped: int = 0
+    """New entries left out because the pool held ``max_brokers`` already."""
+    limit: int = 0
+    """The pool's ``max_brokers`` when it dropped entries (for the event that tells of it)."""
 
     @property
     def changed(self) -> bool:
@@ -111,6 +121,12 @@ class TopologyDelta:
             tuple(str(a) for a in self.added), tuple(str(a) for a in self.removed), source
         )
 
+    def truncated(self, source: str) -> TopologyTruncated | None:
+        """The event that tells of entries dropped at the pool's cap (None when none were)."""
+        if not self.dropped:
+            return None
+        return TopologyTruncated(source, self.dropped, self.limit)
+
 
 class BrokerPool:
     """The known brokers with their health state.
@@ -119,7 +135,9 @@ class BrokerPool:
     ``quarantine_base`` and ``quarantine_max`` bound the growing quarantine after failures;
     ``address_map`` rewrites pushed entries (see :meth:`merge`). ``seeds`` may be empty only
     when ``discovered`` says a source will fill the pool (``failover:()?updateURIsURL=...``);
-    the protocol is then the first pushed entry's.
+    the protocol is then the first pushed entry's. ``max_brokers`` bounds the pool, seeds
+    included: a merge never adds a broker past it (a hostile push of 10,000 brokers would
+    otherwise cost memory and a whole core of planning and dialing).
     """
 
     def __init__(
@@ -132,6 +150,7 @@ class BrokerPool:
         quarantine_max: float = 30.0,
         address_map: AddressMap | None = None,
         discovered: bool = False,
+        max_brokers: int = 256,
     ) -> None:
         if not seeds and not discovered:
             raise ConfigurationError("a failover connection needs at least one broker")
@@ -140,6 +159,9 @@ class BrokerPool:
                 f"quarantine needs 0 <= base <= max, got base={quarantine_base} "
                 f"max={quarantine_max}"
             )
+        if isinstance(max_brokers, bool) or not isinstance(max_brokers, int) or max_brokers < 1:
+            raise ConfigurationError(f"max_brokers must be >= 1, got {max_brokers!r}")
+        self._max_brokers = max_brokers
         self._lock = threading.Lock()
         self._tiers = dict(tiers or {})
         self._default_tier = default_tier
@@ -283,12 +305,20 @@ class BrokerPool:
             return TopologyDelta()
         tiers, weights = tiers or {}, weights or {}
         with self._lock:
-            incoming, advertised_as, foreign = self._incoming(update)
-            added, retiered, released = [], [], []
+            incoming, advertised_as, foreign, rejected, extra = self._incoming(update)
+            # Before adding: brokers a replacing list no longer names make room for new ones.
+            removed = self._withdraw(source, incoming) if action == "replace" else []
+            added: list[BrokerAddress] = []
+            retiered: list[BrokerAddress] = []
+            released: list[BrokerAddress] = []
+            dropped = 0
             for key, address in incoming.items():
                 raw_key = advertised_as[key]
-                state = self._states.get(key)
-                if state is None:
+                known = self._states.get(key)
+                if known is None:
+                    if len(self._states) >= self._max_brokers:
+                        dropped += 1
+                        continue
                     self._states[key] = BrokerState(
                         address=address,
                         seed=False,
@@ -300,58 +330,81 @@ class BrokerPool:
                     )
                     added.append(address)
                     continue
-                new = replace(state, vouchers=state.vouchers | {source})
-                if source not in state.vouchers and state.quarantined_until is not None:
+                new = replace(known, vouchers=known.vouchers | {source})
+                if source not in known.vouchers and known.quarantined_until is not None:
                     # The source had dropped it and names it again: it came back (a restarted
                     # broker's bridges are up). Its quarantine counted failures from before.
                     new = replace(new, failures=0, quarantined_until=None)
                     released.append(address)
-                if not state.seed:
+                if not known.seed:
                     new = replace(
                         new,
-                        tier=tiers.get(raw_key, state.tier),
-                        weight=weights.get(raw_key, state.weight),
+                        tier=tiers.get(raw_key, known.tier),
+                        weight=weights.get(raw_key, known.weight),
                     )
-                    if (new.tier, new.weight) != (state.tier, state.weight):
+                    if (new.tier, new.weight) != (known.tier, known.weight):
                         retiered.append(address)
                 self._states[key] = new
-            removed = []
-            if action == "replace":
-                for key, state in list(self._states.items()):
-                    if key in incoming or source not in state.vouchers:
-                        continue
-                    left = state.vouchers - {source}
-                    if state.seed or left:
-                        self._states[key] = replace(state, vouchers=left)
-                    else:
-                        del self._states[key]
-                        removed.append(state.address)
             return TopologyDelta(
                 added=tuple(added),
                 removed=tuple(removed),
                 retiered=tuple(retiered),
                 released=tuple(released),
                 foreign=tuple(foreign),
+                rejected=tuple(rejected),
+                dropped=dropped + extra,
+                limit=self._max_brokers if dropped + extra else 0,
             )
+
+    def _withdraw(self, source: str, keep: Mapping[str, BrokerAddress]) -> list[BrokerAddress]:
+        """``source`` no longer vouches for known brokers outside ``keep``; a discovered broker
+        nobody vouches for leaves the pool. Returns those that left. Under the lock."""
+        removed = []
+        for key, state in list(self._states.items()):
+            if key in keep or source not in state.vouchers:
+                continue
+            left = state.vouchers - {source}
+            if state.seed or left:
+                self._states[key] = replace(state, vouchers=left)
+            else:
+                del self._states[key]
+                removed.append(state.address)
+        return removed
 
     def _incoming(
         self, update: Iterable[BrokerAddress]
-    ) -> tuple[dict[str, BrokerAddress], dict[str, str], list[BrokerAddress]]:
-        """The sanitized entries by key, the advertised key of each (tiers and weights name
-        that one), and the entries of another protocol. Under the lock."""
+    ) -> tuple[dict[str, BrokerAddress], dict[str, str], list[BrokerAddress], list[str], int]:
+        """The sanitized entries by key (at most ``max_brokers``), the advertised key of each
+        (tiers and weights name that one), the entries of another protocol, why entries with
+        an unusable host were left out, and how many entries came past ``max_brokers``. Under
+        the lock. Those are only counted, never sanitized: a list of 10,000 costs a count, not
+        10,000 addresses.
+        """
         incoming: dict[str, BrokerAddress] = {}
         advertised_as: dict[str, str] = {}
         foreign: list[BrokerAddress] = []
+        rejected: list[str] = []
+        extra = 0
         for raw in update:
+            if len(incoming) >= self._max_brokers:
+                extra += 1
+                continue
+            try:
+                check_host(raw.host, f"{raw.scheme} broker host")
+            except HostError as exc:
+                if len(rejected) < _MAX_REASONS:
+                    rejected.append(str(exc))
+                continue
             address = self._sanitize(raw)
             if address is None:
                 continue
             if address.protocol not in self._protocols:
-                foreign.append(address)
+                if len(foreign) < _MAX_REASONS:
+                    foreign.append(address)
             elif address.key not in incoming:
                 incoming[address.key] = address
                 advertised_as[address.key] = raw.key
-        return incoming, advertised_as, foreign
+        return incoming, advertised_as, foreign, rejected, extra
 
     def _sanitize(self, raw: BrokerAddress) -> BrokerAddress | None:
         address: BrokerAddress | None = raw
@@ -384,3 +437,50 @@ class BrokerPool:
         with self._lock:
             body = ", ".join(s.describe() for s in self._states.values())
         return f"<BrokerPool [{body}]>"
+
+
+class PoolView:
+    """A live, read-only view of a :class:`BrokerPool`: what a connection shows of its pool.
+
+    Reads see the pool as it is now; there is no way to change it through the view, so every
+    change goes through the connection's merge rules (seeds kept, TLS never downgraded, the cap).
+    """
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: BrokerPool) -> None:
+        self._pool = pool
+
+    def states(self) -> tuple[BrokerState, ...]:
+        """Every known broker, seeds first in URI order, then discoveries in arrival order."""
+        return self._pool.states()
+
+    def state(self, key: str) -> BrokerState:
+        """The broker ``key`` (``host:port``); KeyError if unknown."""
+        return self._pool.state(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pool
+
+    def __len__(self) -> int:
+        return len(self._pool.states())
+
+    def entry_for(self, advertised: BrokerAddress) -> BrokerAddress | None:
+        """The known broker an advertised address names (after the address map), or None."""
+        return self._pool.entry_for(advertised)
+
+    def tier_of(self, address: BrokerAddress) -> int:
+        return self._pool.tier_of(address)
+
+    def by_tier(self, now: float | None = None) -> list[list[BrokerAddress]]:
+        """Brokers grouped by tier, best tier first; with ``now``, only the live ones."""
+        return self._pool.by_tier(now)
+
+    def live_tiers(self, now: float) -> list[list[BrokerState]]:
+        return self._pool.live_tiers(now)
+
+    def quarantined(self, now: float) -> list[BrokerAddress]:
+        return self._pool.quarantined(now)
+
+    def __repr__(self) -> str:
+        return repr(self._pool)

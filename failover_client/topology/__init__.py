@@ -1,15 +1,14 @@
 """Topology sources: where changes to the broker list come from while a connection runs.
 
-A :class:`TopologySource` pushes broker lists into a :class:`TopologySink` (a
-:class:`~failover_client.FailoverConnection` is one). Sources are found by name through a
-registry (built in: ``file``, ``url``, ``dns``, ``advisory`` and ``openwire``; more through the
-``failover_client.topology_sources`` entry-point group or :func:`register_topology_source`),
-never through an import path::
+A :class:`TopologySource` pushes broker lists into a :class:`TopologySink`: the one a
+:class:`~failover_client.FailoverConnection` gives the sources it is given
+(``FailoverConnection(uri, topology=[source])``), or any other (:class:`BaseSink`).
+Sources are found by name through a registry (built in: ``file``, ``url``, ``dns``,
+``advisory`` and ``openwire``; more through the ``failover_client.topology_sources``
+entry-point group or :func:`register_topology_source`), never through an import path::
 
     source = topology_source_factory("file")(path="brokers.txt", interval=10.0)
-    source.start(connection)
-    ...
-    source.stop()
+    connection = FailoverConnection(uri, topology=[source])  # started and stopped with it
 
     dns = topology_source_factory("dns")(name="_stomp._tcp.example.com")  # SRV records
 
@@ -32,7 +31,7 @@ from ._advisory import (
     map_broker_url,
     parse_advisory,
 )
-from ._base import TopologySink, TopologySource
+from ._base import BaseSink, TopologySink, TopologySource
 from ._dns import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsResolve, DnsSource
 from ._file import FileSource, SchemeRewrite, parse_broker_list, read_broker_file
 from ._from_uri import URI_SOURCE_NAME, uri_sources
@@ -57,6 +56,7 @@ __all__ = [
     "ZERO_WEIGHT",
     "AdvisoryError",
     "AdvisorySource",
+    "BaseSink",
     "Bridge",
     "DnsAnswer",
     "DnsLookupError",

@@ -21,22 +21,23 @@ an absurd host or port, a huge body) is logged with the reason and skipped.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from failover_client import Connected, Event, FailoverConnection, Message
+from failover_client import Connected, Event, FailoverConnection, GaveUp, Message
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import AdvisoryError, ConfigurationError, FailoverClientError
+from failover_client._hosts import HostError, check_host, shown_list
+from failover_client._throttle import LogThrottle
 from failover_client.adapter import Connector
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
-from ._base import SourceThread, TopologySink
+from ._backoff import Backoff
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 
 __all__ = [
     "ADVISORY_TOPIC",
@@ -56,9 +57,6 @@ MAX_ADVISORY_BODY = 64 * 1024
 """A real advisory is about 1 KiB; anything far larger is not one, and is not parsed."""
 
 _SUBSCRIPTION_ID = "failover-client-advisory"
-# A host name as DNS allows it (RFC 1123 labels, '_' tolerated as ActiveMQ hosts sometimes have).
-_HOST = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_][a-z0-9_-]{0,62})*\.?")
-
 SchemeMap = Mapping[str, tuple[str, int | None]] | Callable[[str, str, int], BrokerAddress | None]
 """How an advertised ``brokerURL`` becomes a broker of the data connection's protocol.
 
@@ -82,18 +80,12 @@ class Bridge:
 
 
 def _host(host: str | None) -> str:
-    if not host or len(host) > 253:
-        raise AdvisoryError(f"brokerURL has no usable host ({host!r})")
+    if host is None:
+        raise AdvisoryError("brokerURL has no host")
     try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        if not _HOST.fullmatch(host):
-            raise AdvisoryError(f"brokerURL host {host[:80]!r} is not a host name") from None
-        return host
-    # An unspecified address is where a broker listens, never where a client can reach it.
-    if literal.is_unspecified or literal.is_multicast:
-        raise AdvisoryError(f"brokerURL host {host!r} is not reachable")
-    return host
+        return check_host(host, "brokerURL host")
+    except HostError as exc:
+        raise AdvisoryError(str(exc)) from None
 
 
 def map_broker_url(url: str, protocol: str, scheme_map: SchemeMap | None) -> BrokerAddress:
@@ -186,9 +178,13 @@ def _target(
         raise ConfigurationError(
             f"advisory topology source: the members must be stomp brokers, got {sorted(protocols)}"
         )
-    # The watcher must outlast any outage of the cluster, whatever the data connection allows.
+    # The watcher must outlast any outage of the cluster, whatever the data connection allows;
+    # it takes the connection's TLS settings and credentials, never its topology sources.
     chosen = (options or parsed).replace(
-        max_reconnect_attempts=-1, startup_max_reconnect_attempts=-1
+        max_reconnect_attempts=-1,
+        startup_max_reconnect_attempts=-1,
+        topology=(),
+        update_uris_url=None,
     )
     return members, chosen
 
@@ -209,6 +205,12 @@ class AdvisorySource:
     :param connector: opens the watcher's sessions (tests pass a fake one).
     :param settle: seconds to collect a broker's replayed bridges before pushing.
     :param max_body: advisories larger than this (bytes) are skipped.
+    :param min_backoff: first wait (seconds) before a watcher that failed for good (TLS,
+        credentials) is built again; the wait doubles up to ``max_backoff``.
+    :param max_backoff: longest wait.
+
+    A failure of the watcher is logged (rate-limited) and told to the sink
+    (``TopologySourceFailed``), and the watcher is built again after the back-off.
     """
 
     def __init__(
@@ -224,6 +226,8 @@ class AdvisorySource:
         connector: Connector | None = None,
         settle: float = 1.0,
         max_body: int = MAX_ADVISORY_BODY,
+        min_backoff: float = 1.0,
+        max_backoff: float = 60.0,
     ) -> None:
         if isinstance(settle, bool) or not isinstance(settle, (int, float)) or not settle >= 0:
             raise ConfigurationError(
@@ -244,15 +248,12 @@ class AdvisorySource:
         self.max_body = max_body
         self._scheme_map = scheme_map
         self._clock: Clock = clock or SystemClock()
-        self._conn = FailoverConnection(
-            members,
-            options=chosen,
-            connector=connector,
-            clock=self._clock,
-            login=login,
-            passcode=passcode,
-            listeners=[self._on_event],
-        )
+        self._watcher_settings = (members, chosen, connector, login, passcode)
+        self._max_peers = chosen.topology_max_brokers
+        self._backoff = Backoff(min_backoff, max_backoff, owner="advisory topology source")
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
+        self._conn = self._new_connection()
+        self._gave_up: BaseException | None = None  # why the watcher stopped for good
         self._lock = threading.Lock()
         self._heard_changed = threading.Condition(self._lock)
         self.heard = 0
@@ -275,33 +276,79 @@ class AdvisorySource:
 
     def start(self, sink: TopologySink) -> None:
         """Connect the watcher and push the network as it changes, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
         """Close the watcher and join the thread. Idempotent; never raises."""
         self._stop.set()
         self._wake.set()
+        self._close_watcher()
+        self._worker.stop()
+        with self._lock:  # what it learned is not needed any more: return the memory
+            self._peers.clear()
+            self._last = None
+
+    def _new_connection(self) -> FailoverConnection:
+        """A new watching connection (the first, or one after the last stopped for good)."""
+        members, options, connector, login, passcode = self._watcher_settings
+        return FailoverConnection(
+            members,
+            options=options,
+            connector=connector,
+            clock=self._clock,
+            login=login,
+            passcode=passcode,
+            listeners=[self._on_event],
+        )
+
+    def _close_watcher(self) -> None:
+        with self._lock:
+            conn = self._conn
         try:
-            self._conn.close()
+            conn.close()
         except Exception:  # noqa: BLE001 - stop() must not raise; the close's bug is logged
             _log.exception("%s: closing the advisory connection failed", self.name)
-        self._worker.stop()
 
     def _run(self, sink: TopologySink) -> None:
-        headers = {"transformation": "jms-advisory-json"}
-        try:
-            self._conn.subscribe(
-                ADVISORY_TOPIC, self._on_message, id=_SUBSCRIPTION_ID, headers=headers
+        while not self._stop.is_set():
+            error = self._watch(sink)
+            if error is None or self._stop.is_set():
+                return
+            # The watcher stopped for good (TLS, credentials): say so, wait, build a new one.
+            retry = self._backoff.failed()
+            self._throttle.log(
+                logging.ERROR,
+                "failed",
+                "%s: the advisory connection failed (again in %gs): %s",
+                self.name,
+                retry,
+                error,
             )
-            self._conn.connect()
+            report_failure(sink, self.name, error, self._backoff.failures, retry)
+            self._close_watcher()
+            if self._clock.wait(self._stop, retry):
+                return
+            with self._lock:
+                self._conn, self._gave_up = self._new_connection(), None
+
+    def _watch(self, sink: TopologySink) -> BaseException | None:
+        """Connect the watcher and push what it hears until stopped (None) or until it stopped
+        for good (the error)."""
+        headers = {"transformation": "jms-advisory-json"}
+        with self._lock:
+            conn = self._conn
+        try:
+            conn.subscribe(ADVISORY_TOPIC, self._on_message, id=_SUBSCRIPTION_ID, headers=headers)
+            conn.connect()
         except FailoverClientError as exc:
-            if not self._stop.is_set():
-                _log.error("%s: the advisory connection failed, not watching: %s", self.name, exc)
-            return
+            return exc
         while True:
             self._wake.clear()
-            if self._stop.is_set():
-                return
+            with self._lock:
+                gave_up = self._gave_up
+            if self._stop.is_set() or gave_up is not None:
+                return gave_up
             view, delay = self._due()
             if view is not None and view != self._last:
                 self._last = view
@@ -311,8 +358,14 @@ class AdvisorySource:
     # --- what the watcher hears (its connection's dispatch thread) ----------------------------
 
     def _on_event(self, event: Event) -> None:
+        if isinstance(event, GaveUp):
+            with self._lock:
+                self._gave_up = event.error
+            self._wake.set()
+            return
         if not isinstance(event, Connected):
             return
+        self._backoff.succeeded()
         # The event names the broker as text; the pool holds its address.
         found = [s.address for s in self._conn.pool.states() if str(s.address) == event.broker]
         if not found:
@@ -344,13 +397,24 @@ class AdvisorySource:
                 max_body=self.max_body,
             )
         except AdvisoryError as exc:
-            _log.warning("%s: skipped an advisory from %r: %s", self.name, origin, exc)
+            self._throttle.log(
+                logging.WARNING,
+                "skipped",
+                "%s: skipped an advisory from %r: %s",
+                self.name,
+                origin,
+                exc,
+            )
             bridge = None
         with self._lock:
             if bridge is None:
                 self.skipped += 1
             elif bridge.started and bridge.address is not None:
-                self._peers[bridge.peer] = bridge.address
+                if bridge.peer in self._peers or len(self._peers) < self._max_peers:
+                    self._peers[bridge.peer] = bridge.address
+                else:  # a flood of peers: the pool would drop them, so do not keep them
+                    self.skipped += 1
+                    bridge = None
             else:
                 self._peers.pop(bridge.peer, None)
             self.heard += 1
@@ -391,9 +455,13 @@ class AdvisorySource:
             return tuple(view.values()), None
 
     def _push(self, sink: TopologySink, view: tuple[BrokerAddress, ...]) -> None:
-        _log.info("%s: network of brokers: %s", self.name, ", ".join(str(a) for a in view))
+        self._throttle.log(
+            logging.INFO, "network", "%s: network of brokers: %s", self.name, shown_list(view)
+        )
         # The watcher follows the network too, or it could not fail over past its seeds.
-        for target in (self._conn, sink):
+        with self._lock:
+            conn = self._conn
+        for target in (conn, sink):
             try:
                 target.update_brokers(view, source=self.name, action="replace", pushed=True)
             except Exception:  # noqa: BLE001 - a sink's bug must not end the watching thread

@@ -1,25 +1,45 @@
 """The topology-source interface: where changes to the broker list come from at run time.
 
 A :class:`TopologySource` watches something beside the data connection (a file, DNS, a
-broker's control channel) and pushes whole broker lists into a :class:`TopologySink`.
-:class:`~failover_client.FailoverConnection` is a sink: its ``update_brokers`` merges a list
-into the pool (seeds are never removed; ``action`` replaces, adds or ignores).
+broker's control channel) and pushes whole broker lists into a :class:`TopologySink`. Both
+protocols are the engine's (:mod:`failover_client.engine._topology`): the sink declares every
+member a source may use. A connection hands its sources its own sink; a source started by hand
+takes any sink, such as a :class:`BaseSink` subclass.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
 
-from failover_client.uri import BrokerAddress, ServerListAction
+from failover_client._events import Listener
+from failover_client.engine._topology import TopologySink, TopologySource
+from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction
 
-__all__ = ["SourceThread", "TopologySink", "TopologySource"]
+__all__ = [
+    "BaseSink",
+    "SourceThread",
+    "TopologySink",
+    "TopologySource",
+    "check_sink",
+    "report_failure",
+]
+
+_log = logging.getLogger("failover_client.topology")
 
 
-@runtime_checkable
-class TopologySink(Protocol):
-    """Receives broker lists; ``FailoverConnection.update_brokers`` has this signature."""
+class BaseSink:
+    """A sink with no data connection behind it: subclasses implement :meth:`update_brokers`.
+
+    The other members of :class:`TopologySink` do what a plain list-taker can: rebalance
+    requests and failures are dropped, there are no events to listen to and no broker to
+    follow, and the options are the defaults.
+    """
+
+    follows_connection = False
+    client_id = "failover-client"
+    options = FailoverOptions()
 
     def update_brokers(
         self,
@@ -31,31 +51,56 @@ class TopologySink(Protocol):
         weights: Mapping[str, float] | None = None,
         pushed: bool = False,
     ) -> None:
-        """Merge ``update`` (the source's whole current list) into the known brokers.
+        raise NotImplementedError
 
-        ``tiers`` and ``weights`` map broker keys (``BrokerAddress.key``) of ``update`` to a
-        priority tier (0 is best) and a relative weight (> 0), e.g. from DNS SRV records.
-        ``pushed`` says a broker sent the list (the connection ignores such lists under
-        ``updateURIsSupported=false``); a list the user configured (a file, DNS) is not pushed.
-        Called on the source's own thread; it must not block for long.
+    def request_rebalance(self, *, source: str) -> None:
+        return None
 
-        A sink may also offer ``request_rebalance(*, source: str)``: sources whose brokers ask
-        clients to rebalance (ActiveMQ's ``rebalanceConnection``) call it when it is there.
-        """
+    def source_failed(
+        self, *, source: str, error: str, failures: int, retry_in: float | None
+    ) -> None:
+        return None
+
+    def add_listener(self, listener: Listener) -> None:
+        return None
+
+    def remove_listener(self, listener: Listener) -> None:
+        return None
+
+    def current_broker(self) -> BrokerAddress | None:
+        return None
 
 
-@runtime_checkable
-class TopologySource(Protocol):
-    """Pushes broker lists to a sink from its own thread until stopped."""
+def check_sink(sink: object, owner: object) -> None:
+    """TypeError naming ``owner`` unless ``sink`` has every member of :class:`TopologySink`.
 
-    name: str
-    """Shown as the ``source`` of every update (and so in ``TopologyChanged`` events)."""
+    A FailoverConnection is not a sink: it hands its own to the sources it is given.
+    """
+    if not isinstance(sink, TopologySink):
+        raise TypeError(
+            f"{owner!r} needs a TopologySink, got {type(sink).__name__}; give a source to a "
+            "connection as FailoverConnection(uri, topology=[source]), or subclass "
+            "failover_client.topology.BaseSink"
+        )
 
-    def start(self, sink: TopologySink) -> None:
-        """Begin watching and push lists to ``sink``; returns at once (work runs on a thread)."""
 
-    def stop(self) -> None:
-        """Stop watching and join the source's threads. Idempotent; never raises."""
+def report_failure(
+    sink: TopologySink,
+    source: str,
+    error: BaseException | str,
+    failures: int,
+    retry_in: float | None,
+) -> None:
+    """Tell ``sink`` that ``source`` failed (a connection emits ``TopologySourceFailed``).
+
+    ``error``'s text must hold no secret; the library's errors never do. A sink that raises
+    is logged, never allowed to end the source's thread.
+    """
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    try:
+        sink.source_failed(source=source, error=text, failures=failures, retry_in=retry_in)
+    except Exception:  # noqa: BLE001 - a sink's bug must not end the source's thread
+        _log.exception("%s: %r failed to take the report of a failure", source, sink)
 
 
 class SourceThread:

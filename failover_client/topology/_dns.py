@@ -37,9 +37,12 @@ from dataclasses import dataclass, field
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, DnsLookupError
+from failover_client._hosts import HostError, check_host
+from failover_client._throttle import LogThrottle
 from failover_client.uri import SCHEMES, BrokerAddress
 
-from ._base import SourceThread, TopologySink
+from ._backoff import Backoff
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 
 __all__ = ["ZERO_WEIGHT", "DnsAnswer", "DnsLookupError", "DnsResolve", "DnsSource"]
 
@@ -49,8 +52,6 @@ ZERO_WEIGHT = 0.01
 """The weight given to an SRV record of weight 0. RFC 2782 gives such a target "a very small
 chance of being selected" beside targets of positive weight; the sink needs weights > 0."""
 
-# A host name as SRV targets carry it: letters, digits, '-' and '_' in dot-separated labels.
-_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_][A-Za-z0-9_-]{0,62})*")
 # A name to query: any non-blank labels of at most 63 characters, an optional final dot.
 _QUERY_NAME = re.compile(r"[^.\s]{1,63}(?:\.[^.\s]{1,63})*\.?")
 
@@ -233,14 +234,15 @@ class DnsSource:
         self._stop = self._worker.stopping
         self._lock = threading.Lock()
         self._last: _View | None = None
-        self._failures = 0  # consecutive failed resolutions
-        self._retry = self.min_interval  # the last delay after a failure
-        self._reported: set[str] = set()  # bad records already warned about
+        self._backoff = Backoff(self.min_interval, self.max_interval, owner="dns topology source")
+        # Bad records come back with every answer: each kind is warned about once a minute.
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
 
     # --- life cycle ----------------------------------------------------------------------------
 
     def start(self, sink: TopologySink) -> None:
         """Resolve now and then by TTL, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
@@ -260,40 +262,35 @@ class DnsSource:
         try:
             view, ttl = self._resolve_view()
         except Exception as exc:  # noqa: BLE001 - a resolver's bug must not end the thread either
-            return self._failed(exc)
-        if self._failures:
+            return self._failed(sink, exc)
+        if failures := self._backoff.succeeded():
             _log.info(
-                "%s: %s resolves again after %d failures",
-                self.name,
-                self.query_name,
-                self._failures,
+                "%s: %s resolves again after %d failures", self.name, self.query_name, failures
             )
-            self._failures = 0
         if view != self._last:
             with self._lock:
                 self._last = view
             self._push(sink, view)
         return min(max(float(ttl), self.min_interval), self.max_interval)
 
-    def _failed(self, exc: Exception) -> float:
-        """Keep the last list; log the first failure of a streak; the next retry's delay."""
-        self._failures += 1
-        self._retry = (
-            self.min_interval if self._failures == 1 else min(self._retry * 2, self.max_interval)
-        )
-        first = self._failures == 1
+    def _failed(self, sink: TopologySink, exc: Exception) -> float:
+        """Keep the last list; log the first failure of a streak, tell the sink of each; the
+        next retry's delay."""
+        retry = self._backoff.failed()
+        first = self._backoff.failures == 1
         _log.log(
             logging.WARNING if first else logging.DEBUG,
             "%s: %s did not resolve, keeping the last list (%d brokers); retry in %gs: %s",
             self.name,
             self.query_name,
             0 if self._last is None else len(self._last.brokers),
-            self._retry,
+            retry,
             exc,
             # A lookup error says all there is; anything else is a bug worth its traceback.
             exc_info=first and not isinstance(exc, DnsLookupError),
         )
-        return self._retry
+        report_failure(sink, self.name, exc, self._backoff.failures, retry)
+        return retry
 
     def _push(self, sink: TopologySink, view: _View) -> None:
         try:
@@ -351,10 +348,11 @@ class DnsSource:
                 self._skip(text, "target '.' means the service is not offered there")
             elif max(priority, weight) > 65535 or not 0 < port < 65536:
                 self._skip(text, "a number out of range")
-            elif not _HOST.fullmatch(host):
-                self._skip(text, "the target is not a host name")
             else:
-                return priority, weight, host, port
+                try:
+                    return priority, weight, check_host(host, "the target"), port
+                except HostError as exc:
+                    self._skip(text, str(exc))
         else:
             self._skip(text, "not 'priority weight port target'")
         return None
@@ -364,9 +362,9 @@ class DnsSource:
         addresses: dict[str, BrokerAddress] = {}
         for text in (record for answer in answers for record in answer.records):
             try:
-                ip = ipaddress.ip_address(text.strip())
-            except ValueError:
-                self._skip(text, "not an IP address")
+                ip = ipaddress.ip_address(check_host(text.strip(), "the address"))
+            except ValueError as exc:  # HostError is one
+                self._skip(text, str(exc) if isinstance(exc, HostError) else "not an IP address")
                 continue
             address = BrokerAddress(self.scheme, ip.compressed, self.port)
             addresses.setdefault(address.key, address)
@@ -381,10 +379,15 @@ class DnsSource:
         )
 
     def _skip(self, text: str, why: str) -> None:
-        # A bad record comes back with every answer: warn once, not once per TTL.
-        level = logging.DEBUG if text in self._reported else logging.WARNING
-        self._reported.add(text)
-        _log.log(level, "%s: skipped record %r of %s: %s", self.name, text, self.query_name, why)
+        self._throttle.log(
+            logging.WARNING,
+            why,
+            "%s: skipped record %r of %s: %s",
+            self.name,
+            text[:120],
+            self.query_name,
+            why,
+        )
 
     def __repr__(self) -> str:
         state = self._worker.state

@@ -19,14 +19,18 @@ from pathlib import Path
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError
+from failover_client._throttle import LogThrottle
 from failover_client.uri import BrokerAddress, ServerListAction, parse
 
-from ._base import SourceThread, TopologySink
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 
 __all__ = ["FileSource", "SchemeRewrite", "parse_broker_list", "read_broker_file"]
 
 _log = logging.getLogger("failover_client.topology")
 
+
+_SHOWN_BAD = 5
+"""Bad entries of one list logged one by one; the rest are counted in one line."""
 
 SchemeRewrite = Mapping[str, tuple[str, int | None]]
 """Entries of another protocol rewritten: ``{"tcp": ("stomp", 61613)}`` turns an OpenWire
@@ -59,14 +63,21 @@ def _rewrite(member: BrokerAddress, scheme_map: SchemeRewrite | None) -> BrokerA
 
 
 def parse_broker_list(
-    text: str, origin: str, *, scheme_map: SchemeRewrite | None = None
+    text: str,
+    origin: str,
+    *,
+    scheme_map: SchemeRewrite | None = None,
+    throttle: LogThrottle | None = None,
 ) -> tuple[BrokerAddress, ...]:
     """The brokers a list names, in order, without duplicates; bad entries are logged.
 
     ``text`` holds broker URIs separated by newlines and/or commas, ``#`` comments and blank
     entries; ``origin`` (a path or a redacted URL) starts each log line about a bad entry.
+    ``throttle`` rate-limits those lines (a list re-read every few seconds repeats them).
     """
+    log = throttle or LogThrottle(_log)
     brokers: dict[str, BrokerAddress] = {}
+    bad = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         entries = list(_entries(raw.split("#", 1)[0]))
         for column, entry in entries:
@@ -75,20 +86,40 @@ def parse_broker_list(
             except ConfigurationError as exc:
                 # The error text carries the redacted URI and the position; never the password.
                 where = f" entry at column {column}" if len(entries) > 1 else ""
-                _log.warning("%s:%d: skipped%s, not a broker URI: %s", origin, number, where, exc)
+                bad += 1
+                if bad <= _SHOWN_BAD:
+                    log.log(
+                        logging.WARNING,
+                        (origin, number, column),
+                        "%s:%d: skipped%s, not a broker URI: %s",
+                        origin,
+                        number,
+                        where,
+                        exc,
+                    )
                 continue
             for member in members:
                 address = _rewrite(member, scheme_map)
                 brokers.setdefault(str(address), address)
+    if bad > _SHOWN_BAD:
+        log.log(
+            logging.WARNING,
+            (origin, "more"),
+            "%s: skipped %d more entries that are not broker URIs",
+            origin,
+            bad - _SHOWN_BAD,
+        )
     return tuple(brokers.values())
 
 
-def read_broker_file(path: Path) -> tuple[BrokerAddress, ...]:
+def read_broker_file(
+    path: Path, *, throttle: LogThrottle | None = None
+) -> tuple[BrokerAddress, ...]:
     """The brokers listed in ``path`` (:func:`parse_broker_list`); bad entries are logged.
 
     Raises :class:`OSError` when the file cannot be read.
     """
-    return parse_broker_list(path.read_text(encoding="utf-8"), str(path))
+    return parse_broker_list(path.read_text(encoding="utf-8"), str(path), throttle=throttle)
 
 
 class FileSource:
@@ -120,9 +151,12 @@ class FileSource:
         self._worker = SourceThread(self.name)
         self._stop = self._worker.stopping
         self._last: tuple[BrokerAddress, ...] | None = None
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
+        self._failures = 0
 
     def start(self, sink: TopologySink) -> None:
         """Read the file now and then every ``interval``, on a daemon thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
 
     def stop(self) -> None:
@@ -137,10 +171,20 @@ class FileSource:
 
     def _read_once(self, sink: TopologySink) -> None:
         try:
-            brokers = read_broker_file(self.path)
+            brokers = read_broker_file(self.path, throttle=self._throttle)
         except OSError as exc:
-            _log.warning("%s: cannot read %s, keeping the last list: %s", self.name, self.path, exc)
+            self._failures += 1
+            self._throttle.log(
+                logging.WARNING,
+                "unreadable",
+                "%s: cannot read %s, keeping the last list: %s",
+                self.name,
+                self.path,
+                exc,
+            )
+            report_failure(sink, self.name, exc, self._failures, self.interval)
             return
+        self._failures = 0
         if brokers == self._last:
             return
         self._last = brokers

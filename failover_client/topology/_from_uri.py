@@ -26,6 +26,7 @@ from pathlib import Path
 
 from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
+from failover_client.net._tls import build_ssl_context
 from failover_client.uri import (
     DEFAULT_PORTS,
     SCHEMES,
@@ -78,10 +79,13 @@ def uri_sources(
     rewrite = scheme_rewrite(options.topology_scheme_map)
     sources: list[TopologySource] = []
     if options.update_uris_url:
+        https = options.update_uris_url.lower().startswith("https:")
         sources.append(
             UrlSource(
                 options.update_uris_url,
                 clock=clock,
+                # The connection's trust (tls.caFile...) also verifies the list's server.
+                tls=build_ssl_context(options) if https else None,
                 rebalance=options.rebalance_update_uris,
                 scheme_map=rewrite,
                 name=URI_SOURCE_NAME,
@@ -117,15 +121,17 @@ def _named_source(
             f"topology={name} needs settings of its own; write {_OWN_SETTINGS[name]} instead"
         )
     common = {"login": login, "passcode": passcode, "clock": clock}
+    # Every source takes the connection's TLS settings (tls.caFile, client certificate...).
     if name == "openwire":
         return factory(
             tuple(members),
             openwire_port=options.topology_openwire_port,
             scheme_map=rewrite,
+            tls=options,
             **common,
         )
     if name == "advisory":
-        return factory(tuple(members), scheme_map=rewrite, **common)
+        return factory(tuple(members), scheme_map=rewrite, options=options, **common)
     try:
         # A plug-in named in a URI gets what the built-ins get from the connection.
         return factory(tuple(members), **common)

@@ -13,14 +13,14 @@ each push into a broker list:
 * the whole list is pushed with action ``replace`` and ``pushed=True`` (so a connection with
   ``updateURIsSupported=false`` ignores it); an empty ``connectedBrokers`` means the broker
   sends no cluster information, not that there are no brokers, and pushes nothing;
-* ``rebalanceConnection`` then calls the sink's ``request_rebalance`` when it has one.
+* ``rebalanceConnection`` then calls the sink's ``request_rebalance``.
 
-Where the control connection goes. When the sink is a
-:class:`~failover_client.FailoverConnection`, the source follows it: on each ``Connected``
-event it (re)opens the control channel to the OpenWire endpoint of the broker the data
-connection is on (``openwire_port``: the same host and one port, a map from the data
-broker's ``host:port`` to its OpenWire port, or a function), so the channel moves with the
-data. Any other sink gets a channel through ``members``, tried in order.
+Where the control connection goes. When a data connection stands behind the sink
+(``follows_connection``: the sink a connection gives its sources), the source follows it: on
+each ``Connected`` event it (re)opens the control channel to the OpenWire endpoint of the
+broker the data connection is on (``openwire_port``: the same host and one port, a map from
+the data broker's ``host:port`` to its OpenWire port, or a function), so the channel moves
+with the data. Any other sink gets a channel through ``members``, tried in order.
 
 The control channel never touches the data connection: it runs on this source's thread and
 its own reader thread, with its own timeouts. A malformed or hostile frame, a refused login or
@@ -38,7 +38,6 @@ import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from failover_client import Connected, Event
 from failover_client._clock import Clock, SystemClock
@@ -49,12 +48,15 @@ from failover_client._errors import (
     FailoverClientError,
     TLSFailure,
 )
+from failover_client._hosts import shown_list
+from failover_client._throttle import LogThrottle
 from failover_client.net._tls import build_ssl_context
 from failover_client.openwire import ConnectionControl, ControlChannel
 from failover_client.uri import SCHEMES, BrokerAddress, FailoverOptions, FailoverURI, parse
 
 from ._advisory import AdvisoryError, SchemeMap, map_broker_url
-from ._base import SourceThread, TopologySink
+from ._backoff import Backoff
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 
 __all__ = ["OpenWirePort", "OpenWireSource", "parse_connected_brokers"]
 
@@ -67,16 +69,17 @@ broker has none)."""
 
 
 def parse_connected_brokers(
-    text: str, protocol: str, scheme_map: SchemeMap | None
+    text: str, protocol: str, scheme_map: SchemeMap | None, limit: int = 256
 ) -> tuple[tuple[BrokerAddress, ...], list[str]]:
-    """The brokers of a ``connectedBrokers`` list, in order and once each, and why entries
-    were skipped (``?query`` parts are dropped: they configure Java clients)."""
+    """The first ``limit`` brokers of a ``connectedBrokers`` list, in order and once each, and
+    why entries were skipped (``?query`` parts are dropped: they configure Java clients)."""
     brokers: dict[str, BrokerAddress] = {}
     skipped: list[str] = []
-    for raw in text.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
+    entries = [e for e in (raw.strip() for raw in text.split(",")) if e]
+    for index, entry in enumerate(entries):
+        if len(brokers) >= limit:  # the pool takes no more: do not build what it drops
+            skipped.append(f"{len(entries) - index} entries past topology.maxBrokers={limit}")
+            break
         url = entry.split("?", 1)[0]
         # Entries that already speak the data protocol are used as they are; a function map is
         # for the others (a mapping decides itself, and may name the protocol's own scheme).
@@ -186,16 +189,17 @@ class OpenWireSource:
         self._max_inactivity = float(max_inactivity)
         self._tls_option = tls
         self._tls_context = tls if isinstance(tls, ssl.SSLContext) else None
-        self.min_backoff, self.max_backoff = float(min_backoff), float(max_backoff)
+        self._backoff = Backoff(min_backoff, max_backoff, owner="openwire topology source")
         self._token = secrets.token_hex(4)  # keeps ids unique across processes
         self._opens = itertools.count(1)
         self._worker = SourceThread(name)
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
         self._stop = self._worker.stopping
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         # Guarded by _lock:
-        self._sink: Any = None
+        self._sink: TopologySink | None = None
         self._following = False
         self._target: _Target | None = None
         self._moved = False
@@ -224,7 +228,8 @@ class OpenWireSource:
 
         Raises :class:`ConfigurationError` when there is nothing to connect to.
         """
-        following = callable(getattr(sink, "add_listener", None)) and hasattr(sink, "pool")
+        check_sink(sink, self)
+        following = sink.follows_connection
         if not following and not self._members:
             raise ConfigurationError(
                 "openwire topology source: no members, and the sink is not a connection to follow"
@@ -233,11 +238,8 @@ class OpenWireSource:
             self._sink, self._following = sink, following
         self._worker.start(lambda: self._run(sink), self)
         if following:
-            follow: Any = sink
-            follow.add_listener(self._on_event)
-            current = follow.broker  # connected before the listener was there
-            if current is not None:
-                self._follow(current)
+            sink.add_listener(self._on_event)
+            self._follow()  # connected before the listener was there
 
     def stop(self) -> None:
         """Close the control channel and join the threads. Idempotent; never raises."""
@@ -247,7 +249,7 @@ class OpenWireSource:
             channel, sink, following = self._channel, self._sink, self._following
         if channel is not None:
             channel.close()
-        if following:
+        if following and sink is not None:
             try:
                 sink.remove_listener(self._on_event)
             except Exception:  # noqa: BLE001 - stop() must not raise; the sink's bug is logged
@@ -263,16 +265,16 @@ class OpenWireSource:
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, Connected):
-            self._follow(event.broker)
+            self._follow()
 
-    def _follow(self, broker: str) -> None:
-        sink = self._sink
-        # The event names the broker as text; the pool holds its address.
-        found = [s.address for s in sink.pool.states() if str(s.address) == broker]
-        if not found:
-            _log.warning("%s: connected to %s, which is not in the pool", self.name, broker)
-            return
-        target = self._endpoint(found[0])
+    def _follow(self) -> None:
+        """Move the control channel to the broker the data connection is on now."""
+        with self._lock:
+            sink = self._sink
+        current = None if sink is None else sink.current_broker()
+        if current is None:
+            return  # between brokers: the next Connected event says where
+        target = self._endpoint(current)
         with self._lock:
             if target == self._target and self._channel is not None:
                 return  # already there
@@ -351,7 +353,7 @@ class OpenWireSource:
             context = self._context() if target.tls else None
         except ConfigurationError as exc:
             return exc, False
-        base = getattr(sink, "client_id", None) or "failover-client"
+        base = sink.client_id or "failover-client"
         channel = ControlChannel(
             target.host,
             target.port,
@@ -390,9 +392,10 @@ class OpenWireSource:
         if self._tls_context is None:
             option = self._tls_option
             if not isinstance(option, FailoverOptions):
-                option = getattr(self._sink, "options", None)
-            chosen = option if isinstance(option, FailoverOptions) else FailoverOptions()
-            self._tls_context = build_ssl_context(chosen)
+                with self._lock:
+                    sink = self._sink
+                option = FailoverOptions() if sink is None else sink.options
+            self._tls_context = build_ssl_context(option)
         return self._tls_context
 
     def _after(
@@ -401,32 +404,45 @@ class OpenWireSource:
         """Log why a control channel ended and return how long to wait before the next."""
         with self._lock:
             self._channel = None
-            if opened and lasted >= self.max_backoff:
+            if opened and lasted >= self._backoff.longest:
                 self._streak = 0  # it served for a good while: start the back-off over
             if isinstance(reason, ConnectCancelled) or reason is None:
                 return 0.0  # closed on purpose (moved, stopped)
             self._streak += 1
             count = len(self._members) if not self._following else 1
             self._index = (self._index + 1) % max(count, 1)
-            passes = -(-self._streak // count)
-            delay = min(self.max_backoff, self.min_backoff * 2.0 ** (passes - 1))
+            delay = self._backoff.delay(-(-self._streak // count))  # by passes over the members
             if self._streak % count:
                 delay = 0.0  # members left to try in this pass
             if isinstance(reason, AuthenticationFailed | TLSFailure | ConfigurationError):
-                delay = self.max_backoff  # the same credentials or certificate will not do
+                delay = self._backoff.longest  # the same credentials or certificate will not do
             refused = isinstance(reason.__cause__, ConnectionRefusedError) and not opened
             quiet = refused and str(target) in self._refused
             if refused:
                 self._refused.add(str(target))
             self.last_error = reason
             self._changed.notify_all()
+            sink, streak = self._sink, self._streak
+        if not opened and delay > 0 and sink is not None:
+            # A whole pass failed, or a broker refused us: the application hears of it (a
+            # channel that served and ended is not a failure of the source).
+            report_failure(sink, self.name, reason, streak, delay)
         if quiet:
             _log.debug("%s: %s still refuses: %s", self.name, target, reason)
         elif isinstance(reason, AuthenticationFailed | TLSFailure | ConfigurationError):
-            _log.error("%s: control channel to %s refused: %s", self.name, target, reason)
+            self._throttle.log(
+                logging.ERROR,
+                ("refused", str(target)),
+                "%s: control channel to %s refused: %s",
+                self.name,
+                target,
+                reason,
+            )
         else:
             what = "ended" if opened else "failed"
-            _log.warning(
+            self._throttle.log(
+                logging.WARNING,
+                (what, str(target)),
                 "%s: control channel to %s %s: %s (again in %gs)",
                 self.name,
                 target,
@@ -446,22 +462,34 @@ class OpenWireSource:
         if not text:
             _log.debug("%s: %s sends no cluster information", self.name, target)
             return
-        view, skipped = parse_connected_brokers(text, target.protocol, self._scheme_map)
-        for problem in skipped:
-            _log.warning("%s: skipped a broker %s pushed: %s", self.name, target, problem)
+        limit = sink.options.topology_max_brokers
+        view, skipped = parse_connected_brokers(text, target.protocol, self._scheme_map, limit)
+        if skipped:
+            self._throttle.log(
+                logging.WARNING,
+                "skipped",
+                "%s: skipped %d of the brokers %s pushed: %s",
+                self.name,
+                len(skipped),
+                target,
+                shown_list(skipped, limit=3),
+            )
         if not view:
-            _log.warning("%s: %s pushed no usable broker", self.name, target)
+            self._throttle.log(
+                logging.WARNING, "unusable", "%s: %s pushed no usable broker", self.name, target
+            )
             return
-        _log.info("%s: %s pushes %s", self.name, target, ", ".join(str(a) for a in view))
+        self._throttle.log(
+            logging.INFO, "pushes", "%s: %s pushes %s", self.name, target, shown_list(view)
+        )
         try:
             sink.update_brokers(view, source=self.name, action="replace", pushed=True)
         except Exception:  # noqa: BLE001 - a sink's bug must not end the control channel
             _log.exception("%s: %r failed to take the pushed brokers", self.name, sink)
-        rebalance: Callable[..., None] | None = getattr(sink, "request_rebalance", None)
-        asked = control.rebalance_connection and rebalance is not None
-        if asked and rebalance is not None:
+        asked = control.rebalance_connection
+        if asked:
             try:
-                rebalance(source=self.name)
+                sink.request_rebalance(source=self.name)
             except Exception:  # noqa: BLE001 - as above
                 _log.exception("%s: %r failed to take the rebalance request", self.name, sink)
         with self._changed:

@@ -42,15 +42,18 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, UrlReadError
 from failover_client._events import Disconnected, Event, ReconnectAttempt
+from failover_client._hosts import shown_list
+from failover_client._throttle import LogThrottle
 from failover_client.uri import BrokerAddress, redact_value
 
-from ._base import SourceThread, TopologySink
+from ._backoff import Backoff
+from ._base import SourceThread, TopologySink, check_sink, report_failure
 from ._file import SchemeRewrite, parse_broker_list
 
 __all__ = ["DEFAULT_MAX_BYTES", "UrlReadError", "UrlSource", "starts_reconnect_pass"]
@@ -226,7 +229,7 @@ class UrlSource:
         self._lock = threading.Lock()
         self._read = threading.Condition(self._lock)
         # Guarded by _lock:
-        self._sink: Any = None
+        self._sink: TopologySink | None = None
         self._listening = False
         self._last: tuple[BrokerAddress, ...] | None = None
         self.reads = 0
@@ -235,8 +238,8 @@ class UrlSource:
         """Why the latest read failed; None after a good one."""
         # The source thread's own:
         self._text: str | None = None  # the text of the last list pushed (or found empty)
-        self._failures = 0
-        self._retry = self.min_interval
+        self._backoff = Backoff(self.min_interval, self.interval, owner="url topology source")
+        self._throttle = LogThrottle(_log, clock=self._clock.monotonic)
 
     @property
     def shown(self) -> str:
@@ -247,12 +250,11 @@ class UrlSource:
 
     def start(self, sink: TopologySink) -> None:
         """Read now, then on the interval and on each reconnect pass of ``sink``, on a thread."""
+        check_sink(sink, self)
         self._worker.start(lambda: self._run(sink), self)
-        add = getattr(sink, "add_listener", None)
-        if callable(add):
-            add(self._on_event)
-            with self._lock:
-                self._sink, self._listening = sink, True
+        sink.add_listener(self._on_event)
+        with self._lock:
+            self._sink, self._listening = sink, True
 
     def stop(self) -> None:
         """Stop reading and join the thread. Idempotent; never raises."""
@@ -260,7 +262,7 @@ class UrlSource:
         self._wake.set()
         with self._lock:
             sink, listening, self._listening = self._sink, self._listening, False
-        if listening:
+        if listening and sink is not None:
             try:
                 sink.remove_listener(self._on_event)
             except Exception:  # noqa: BLE001 - stop() must not raise; the sink's bug is logged
@@ -298,13 +300,12 @@ class UrlSource:
             text = self._fetch()
             brokers = self._brokers(text)
         except UrlReadError as exc:
-            return self._failed(str(exc))
+            return self._failed(sink, str(exc))
         except Exception as exc:  # noqa: BLE001 - a bug must not end the reading thread either
             _log.exception("%s: reading %s failed", self.name, self.shown)
-            return self._failed(f"{type(exc).__name__}: {exc}")
-        if self._failures:
-            _log.info("%s: %s read again after %d failures", self.name, self.shown, self._failures)
-        self._failures = 0
+            return self._failed(sink, f"{type(exc).__name__}: {exc}")
+        if failures := self._backoff.succeeded():
+            _log.info("%s: %s read again after %d failures", self.name, self.shown, failures)
         if brokers is not None:
             self._push(sink, brokers)
         self._finish(None)  # after the push: a waiter on the read sees what it pushed
@@ -314,7 +315,9 @@ class UrlSource:
         """The list in ``text``; None when the text is the one pushed last (nothing to do)."""
         if text == self._text:
             return None
-        brokers = parse_broker_list(text, self.shown, scheme_map=self._scheme_map)
+        brokers = parse_broker_list(
+            text, self.shown, scheme_map=self._scheme_map, throttle=self._throttle
+        )
         if not brokers:
             raise UrlReadError("the list names no broker (every entry is blank or bad)")
         self._text = text
@@ -325,39 +328,36 @@ class UrlSource:
             previous, self._last = self._last, brokers
         if brokers == previous:
             return
-        _log.info("%s: %s lists %s", self.name, self.shown, ", ".join(str(b) for b in brokers))
+        _log.info("%s: %s lists %s", self.name, self.shown, shown_list(brokers))
         try:
             sink.update_brokers(brokers, source=self.name, action="replace")
         except Exception:  # noqa: BLE001 - a sink's bug must not end the reading thread
             _log.exception("%s: the sink failed to take the list from %s", self.name, self.shown)
             return
         moved = previous is not None and {b.key for b in brokers} != {b.key for b in previous}
-        request = getattr(sink, "request_rebalance", None)
-        if self.rebalance and moved and callable(request):
+        if self.rebalance and moved:
             try:
-                request(source=self.name)
+                sink.request_rebalance(source=self.name)
             except Exception:  # noqa: BLE001 - as above
                 _log.exception("%s: the sink failed to rebalance", self.name)
 
-    def _failed(self, reason: str) -> float:
+    def _failed(self, sink: TopologySink, reason: str) -> float:
         """Keep the last list; log the first failure of a streak; the next read's delay."""
-        self._failures += 1
-        self._retry = (
-            self.min_interval if self._failures == 1 else min(self._retry * 2, self.interval)
-        )
+        retry = self._backoff.failed()
         with self._lock:
             kept = 0 if self._last is None else len(self._last)
         _log.log(
-            logging.WARNING if self._failures == 1 else logging.DEBUG,
+            logging.WARNING if self._backoff.failures == 1 else logging.DEBUG,
             "%s: cannot read %s, keeping the last list (%d brokers); retry in %gs: %s",
             self.name,
             self.shown,
             kept,
-            self._retry,
+            retry,
             reason,
         )
+        report_failure(sink, self.name, reason, self._backoff.failures, retry)
         self._finish(reason)
-        return self._retry
+        return retry
 
     def _finish(self, error: str | None) -> None:
         with self._read:
