@@ -252,6 +252,9 @@ class Dialer:
 
     def _start(self, *, startup: bool, resume: bool) -> ScheduleRunLike:
         if resume and self._run is not None:
+            # What the bouncing brokers pushed (each names the other, which releases it from
+            # quarantine) must not cut the delay short: that delay is the point.
+            self._clear_changed()
             return self._run
         # The pool's size, not a plan: building a plan would advance a round-robin policy.
         brokers = max(1, len(self._pool.states()))
