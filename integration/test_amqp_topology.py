@@ -15,6 +15,7 @@ from failover_client.uri import broker_key
 from failover_client import (
     FailoverConnection,
     PoisonQuarantined,
+    ReconnectAttempt,
     TopologyChanged,
 )
 from failover_client.testing.brokers import (
@@ -152,6 +153,27 @@ def test_two_routers_that_redirect_to_each_other_do_not_hold_the_client(
         conn.send("/queue/a", b"x", timeout=SAFETY)
     assert [m.body for m in healthy.received] == [b"x"]
     assert len(left.opens) + len(right.opens) < 20
+
+
+def test_two_routers_alone_that_redirect_to_each_other_cost_a_growing_delay(
+    peers: list[AmqpPeer],
+) -> None:
+    # No healthy broker: each router opens and at once closes with a redirect to the other.
+    # Every open completes, so connect() succeeds; once the row of redirects is full the
+    # bounce must cost the schedule's growing delays (it once opened 1,302 times in 5 s).
+    left, right, _ = peers
+    left.config = AmqpPeerConfig(refuse=redirect_condition(right.host, right.port))
+    right.config = AmqpPeerConfig(refuse=redirect_condition(left.host, left.port))
+    events = Events()
+    options = "randomize=false&initialReconnectDelay=10&maxReconnectDelay=320"
+    with FailoverConnection(uri(left, right, options=options), listeners=[events]) as conn:
+        conn.connect()
+        # The schedule reached its maximum: 10 ms doubled five times.
+        events.wait_for(ReconnectAttempt, lambda e: e.delay >= 0.32)
+        opens = len(left.opens) + len(right.opens)
+    # The first open, five hops, then one open per delay of 10, 20, ... 320 ms (and a few
+    # more while the last events travel).
+    assert opens < 25
 
 
 def test_an_established_connection_closed_with_a_redirect_replays_on_the_target(

@@ -128,9 +128,9 @@ def test_brokers_that_accept_then_redirect_to_each_other_cost_the_schedules_dela
         conn.close()
     times = [at for _, at in connector.attempts if at < until]
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    # The row: MAX_REDIRECT_HOPS redirects followed, each a new run's first delay after the
-    # lost session; then the schedule goes on, doubling from 0.1 s up to 10 s. Without the
-    # bound: one open every 0.1 s, 600 in the minute.
+    # The row: MAX_REDIRECT_HOPS redirects followed at once (at most a new run's first
+    # delay after the lost session); then the schedule goes on, doubling from 0.1 s up to
+    # 10 s. Without the bound: one open every 0.1 s, 600 in the minute.
     assert len(times) <= MAX_REDIRECT_HOPS + 1 + 10
     assert max(gaps) == pytest.approx(10.0)
-    assert gaps[:MAX_REDIRECT_HOPS] == pytest.approx([0.1] * MAX_REDIRECT_HOPS)
+    assert max(gaps[:MAX_REDIRECT_HOPS]) <= 0.1 + 1e-9

@@ -227,12 +227,13 @@ class Dialer:
                 raise AllBrokersFailed(
                     f"gave up after {run.attempts} reconnect attempt(s) ({run.unit})", causes
                 )
-            # The plan is made after the delay: a change before this point is in it.
-            self._clear_changed()
+            # A change since the last plan was made (a broker that joined while the client
+            # lost its own, or during the back-off) cuts the delay short.
             yield self._clock.monotonic() + delay
             if self._stop.is_set():
                 raise Interrupted
             if run.unit == "pass" or not remaining:
+                self._clear_changed()  # the plan made now has every change so far
                 remaining = [a for a in self._planner() if a.key not in struck]
             tries = remaining if run.unit == "pass" else remaining[:1]
             remaining = [] if run.unit == "pass" else remaining[1:]
@@ -259,6 +260,9 @@ class Dialer:
 
     def _start(self, *, startup: bool, resume: bool) -> ScheduleRunLike:
         if resume and self._run is not None:
+            # What the bouncing brokers pushed (each names the other, which releases it from
+            # quarantine) must not cut the delay short: that delay is the point.
+            self._clear_changed()
             return self._run
         # The pool's size, not a plan: building a plan would advance a round-robin policy.
         brokers = max(1, len(self._pool.states()))

@@ -8,12 +8,15 @@ does: a cancelled one raises ConnectCancelled.
 
 Typical use::
 
-    clock = FakeClock()
+    clock = FakeClock(autojump=True)                 # back-offs pass by themselves
     connector = FakeConnector(clock=clock)
     connector.behave("a:61613", "refuse")            # a is down for good
     conn = FailoverConnection(uri, connector=connector, clock=clock)
     conn.connect()                                   # lands on the next broker
     connector.session("b:61613").kill()              # b dies: the manager fails over
+
+With a plain ``FakeClock()`` the test moves time itself (``clock.advance``); a ``connect()``
+that waits for a reconnect delay nobody advances raises ``ClockStalled`` instead of hanging.
 """
 
 from __future__ import annotations
