@@ -216,12 +216,9 @@ def _moments(snapshot: Snapshot, end: float) -> list[tuple[str, float]]:
     """(name, time) of the rows of the fleet's table: each action, each join, the end."""
     moments = [(f"before join {j.label}", j.t) for j in snapshot.joins if j.t <= end]
     for mark in snapshot.marks:
-        if mark.t > end or mark.action == "joined":
-            continue  # a join's row is taken before the broker starts
-        if mark.action == "up":
-            moments.append((f"{mark.label} up again", mark.t))
-        else:
-            moments.append((f"before {mark.action} {mark.label}", mark.t))
+        if mark.t > end or mark.action in ("joined", "up"):
+            continue  # a join's or start's row is taken before the broker starts
+        moments.append((f"before {mark.action} {mark.label}", mark.t))
     return [*sorted(moments, key=lambda m: m[1]), ("end", end)]
 
 
