@@ -120,9 +120,9 @@ def _check_join(output: str, source: str) -> None:
     assert match is not None, output
     moved = [] if match.group(2) == "none" else match.group(2).split(", ")
     predicted = [] if match.group(4) == "none" else match.group(4).split(", ")
-    assert predicted == expected  # the demo's prediction is the library's hashing
-    assert moved == expected  # ... and exactly those moved to D
-    assert len(moved) < FLEET  # only part of the fleet
+    assert predicted == expected, output  # the demo's prediction is the library's hashing
+    assert moved == expected, output  # ... and exactly those moved to D
+    assert len(moved) < FLEET, output  # only part of the fleet
     # A move after the join to another broker is only allowed as a client's return to its
     # own home (one the restart before the join set off): checked against the hashing here.
     returning = re.search(
@@ -131,7 +131,7 @@ def _check_join(output: str, source: str) -> None:
     homing = set()
     for move in returning.group(1).split(", ") if returning else ():
         client, _, _, to = move.split()
-        assert to == _home(client, brokers) != "D", move
+        assert to == _home(client, brokers) != "D", (move, output)
         homing.add(client)
     # Nobody else moved after the join, but for a client on its way home in two steps (on a
     # loaded machine a restarted broker can come back as late as the join: the client first
@@ -142,9 +142,9 @@ def _check_join(output: str, source: str) -> None:
         for move in others.group(1).split(", "):
             assert move.split()[0] in homing, (move, output)
     rows = _fleet_rows(output)
-    assert rows["before join D"]["D"] == 0
+    assert rows["before join D"]["D"] == 0, output
     # The new broker got its clients, and they stayed there to the end.
-    assert rows["end"]["D"] == len(expected)
+    assert rows["end"]["D"] == len(expected), output
     if expected:
         print(f"D took {len(expected)} of {FLEET}: {', '.join(expected)}")
     else:

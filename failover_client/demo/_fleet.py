@@ -87,11 +87,17 @@ class FleetEvents:
         self._view = view
         self._label = label
         self._size = size
+        self._placed = False
 
     def __call__(self, event: Event) -> None:
         label, recorder = self._label, self._recorder
         if isinstance(event, Connected):
-            recorder.position(self._client, label(event.broker))
+            # Only the first connect places the client here: every later Connected is followed
+            # by the move that explains it (FailedOver, Rebalanced, PriorityRestored), which
+            # places the client with the move, so nobody sees the place without the move.
+            if not self._placed:
+                self._placed = True
+                recorder.position(self._client, label(event.broker))
         elif isinstance(event, Disconnected):
             recorder.position(self._client, NOWHERE)
         elif isinstance(event, FailedOver):
