@@ -79,15 +79,26 @@ class Program:
         assert self.process.stderr is not None
         self.stderr = self.process.stderr.read()
 
-    def wait_for_line(self, pattern: str, count: int = 1) -> None:
-        """Until ``count`` output lines match ``pattern`` (fails at EOF or after SAFETY)."""
+    def wait_for_line(self, pattern: str, count: int = 1, timeout: float = SAFETY) -> None:
+        """Until ``count`` output lines match ``pattern``.
+
+        Fails at EOF, or when ``timeout`` passes without one more matching line: a count of
+        lines comes at the program's pace (and a loaded machine's), so the deadline bounds the
+        silence, not the whole count.
+        """
         regex = re.compile(pattern)
 
         def matches() -> int:
             return sum(1 for line in self.lines if regex.search(line))
 
         with self.cond:
-            self.cond.wait_for(lambda: matches() >= count or "<eof>" in self.lines, SAFETY)
+            while (found := matches()) < count and "<eof>" not in self.lines:
+                more = self.cond.wait_for(
+                    lambda: matches() > found or "<eof>" in self.lines,
+                    timeout,
+                )
+                if not more:
+                    break
             found = matches()
         assert found >= count, (
             f"{self.name}: {found}/{count} lines like {pattern!r}\n{self.report()}"

@@ -14,8 +14,10 @@ no descriptor is left:
 * the adapter on its own (``StompConnector.connect`` with a ``Cancel`` token) against a silent
   listener, in the STOMP handshake, the TLS handshake and the TCP connect.
 
-"Prompt" is asserted as under 5 s (timing assertions must never be flaky); the measured time
-is printed (run with ``-s``).
+"Prompt" is not a measured bound (a loaded machine would make one flaky): the connect timeout
+is four times the deadline of every wait here, so a close that waited for the connect misses
+that deadline, and one that did not never comes near it. The measured time is printed (run
+with ``-s``).
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ from integration.test_failover_common import (
 
 pytestmark = pytest.mark.integration
 
-PROMPT = 5.0
-"""Upper bound asserted for close() (the measured time is printed; expect milliseconds)."""
+CONNECT_TIMEOUT = 4 * SAFETY
+"""Seconds a connect may take here: far beyond the deadline of a wait for close() or a cancel
+(SAFETY), so one that waited for the connect fails, and one that did not passes however slow
+the machine."""
 
-SLOW = {**FAST, "connectTimeout": 30_000}
-"""A connect timeout long enough that waiting it out would be obvious."""
+SLOW = {**FAST, "connectTimeout": int(CONNECT_TIMEOUT * 1000)}
 
 TEST_NET_1 = ("192.0.2.1", 61613)
 
@@ -135,10 +138,11 @@ class _Call:
 
 def _close_promptly(conn: FailoverConnection, what: str) -> float:
     started = time.monotonic()
-    conn.close()
-    elapsed = time.monotonic() - started
-    print(f"\nclose() while {what}: {elapsed * 1000:.1f} ms (connectTimeout 30 s)")
-    assert elapsed < PROMPT, f"close() took {elapsed:.2f} s"
+    closing = _Call(conn.close, "test-close")
+    closing.join()  # within SAFETY: a close that waited for the connect would not be
+    assert closing.error is None, repr(closing.error)
+    elapsed = closing.ended_at - started
+    print(f"\nclose() while {what}: {elapsed * 1000:.1f} ms (connectTimeout {CONNECT_TIMEOUT} s)")
     # close() itself joined everything it started, the adapter's threads included.
     assert [t.name for t in library_threads()] == []
     return elapsed
@@ -344,7 +348,9 @@ def _adapter_connect(address: BrokerAddress) -> tuple[_Call, Cancel]:
     connector = StompConnector(FailoverOptions(), ssl_context=context)
     token = Cancel()
     connecting = _Call(
-        lambda: connector.connect(address, timeout=30.0, listener=_Listener(), cancel=token),
+        lambda: connector.connect(
+            address, timeout=CONNECT_TIMEOUT, listener=_Listener(), cancel=token
+        ),
         "test-connect",
     )
     return connecting, token
@@ -353,7 +359,7 @@ def _adapter_connect(address: BrokerAddress) -> tuple[_Call, Cancel]:
 def _cancel(connecting: _Call, token: Cancel) -> float:
     cancelled_at = time.monotonic()
     token.cancel()
-    connecting.join()
+    connecting.join()  # within SAFETY: a connect that ignored the cancel would not be
     return connecting.ended_at - cancelled_at
 
 
@@ -363,6 +369,5 @@ def _check_cancelled(
     print(f"\nconnect() cancelled during {stage}: ended {elapsed * 1000:.1f} ms later")
     assert isinstance(connecting.error, ConnectCancelled), repr(connecting.error)
     assert str(connecting.error) == f"{address}: connect cancelled during {stage}"
-    assert elapsed < PROMPT
     assert [t.name for t in library_threads()] == []
     leaks.assert_clean(allow_gc=False)

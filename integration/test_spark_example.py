@@ -23,6 +23,9 @@ from integration.test_examples import Program
 pytestmark = pytest.mark.integration
 
 MESSAGES = 3_000
+WAIT = 240.0
+"""Bounds each wait on the job: a Spark job starts a JVM and plans its first micro-batch
+before it prints a line (well over 30 s on a loaded machine), and stops one on Ctrl-C."""
 
 
 def batches_in(program: Program) -> int:
@@ -51,15 +54,15 @@ def test_spark_example_moves_every_message_through_kills_on_both_sides(
         env=env,
     )  # fmt: skip
     try:
-        job.wait_for_line(r"^batch \d+: \d+ message")
+        job.wait_for_line(r"^batch \d+: \d+ message", timeout=WAIT)
         first.kill()  # source and sink move to the second broker
         activemq_cluster.heal()  # the first returns with what it stored
         second.kill()  # both move back; the source takes the rest
         with job.cond:
-            job.cond.wait_for(lambda: batches_in(job) >= MESSAGES or "<eof>" in job.lines, 240.0)
+            job.cond.wait_for(lambda: batches_in(job) >= MESSAGES or "<eof>" in job.lines, WAIT)
         assert batches_in(job) >= MESSAGES, job.report()
         job.process.send_signal(signal.SIGINT)  # Ctrl-C
-        assert job.finish() == 0, job.report()
+        assert job.finish(WAIT) == 0, job.report()
     finally:
         job.stop()
     assert job.matching("^interrupted"), job.report()

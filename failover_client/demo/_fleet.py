@@ -87,11 +87,17 @@ class FleetEvents:
         self._view = view
         self._label = label
         self._size = size
+        self._placed = False
 
     def __call__(self, event: Event) -> None:
         label, recorder = self._label, self._recorder
         if isinstance(event, Connected):
-            recorder.position(self._client, label(event.broker))
+            # Only the first connect places the client here: every later Connected is followed
+            # by the move that explains it (FailedOver, Rebalanced, PriorityRestored), which
+            # places the client with the move, so nobody sees the place without the move.
+            if not self._placed:
+                self._placed = True
+                recorder.position(self._client, label(event.broker))
         elif isinstance(event, Disconnected):
             recorder.position(self._client, NOWHERE)
         elif isinstance(event, FailedOver):
@@ -216,12 +222,9 @@ def _moments(snapshot: Snapshot, end: float) -> list[tuple[str, float]]:
     """(name, time) of the rows of the fleet's table: each action, each join, the end."""
     moments = [(f"before join {j.label}", j.t) for j in snapshot.joins if j.t <= end]
     for mark in snapshot.marks:
-        if mark.t > end or mark.action == "joined":
-            continue  # a join's row is taken before the broker starts
-        if mark.action == "up":
-            moments.append((f"{mark.label} up again", mark.t))
-        else:
-            moments.append((f"before {mark.action} {mark.label}", mark.t))
+        if mark.t > end or mark.action in ("joined", "up"):
+            continue  # a join's or start's row is taken before the broker starts
+        moments.append((f"before {mark.action} {mark.label}", mark.t))
     return [*sorted(moments, key=lambda m: m[1]), ("end", end)]
 
 

@@ -206,9 +206,14 @@ class Recorder:
             return True
 
     def move(self, client: str, from_label: str, to_label: str, kind: MoveKind) -> Move:
+        """``client`` moved: the move and its new place are recorded together, so whoever
+        waits for a place (:meth:`wait_placed`) finds the move that led there too."""
         move = Move(self.now(), client, from_label, to_label, kind)
         with self._cond:
             self._moves.append(move)
+            self._positions.append((move.t, client, to_label))
+            self._where[client] = to_label
+            self._cond.notify_all()
         return move
 
     def learned(self, client: str, label: str, source: str) -> int:

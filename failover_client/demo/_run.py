@@ -43,6 +43,10 @@ SETTLE_QUIET = 1.5
 bridge left on a broker the consumer is not on never arrive by themselves; the drain finds
 them."""
 
+FLEET_SETTLE = 20.0
+"""Seconds a step waits at most for the fleet to finish the moves of the step before (on an
+idle machine it has long finished; on a loaded one a step must not overtake them)."""
+
 EXIT_OK, EXIT_LOST, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 3, 130
 
 _Opener = Callable[[str, str, Listener], FailoverConnection]
@@ -213,20 +217,31 @@ class _Demo:
         self.producer.start()
         for step in scenario.steps:
             self._wait_until(step.at)
+            self._wait_for_fleet()
             self.perform(step, labeller)
         self._wait_until(scenario.duration)
         self.phase = "settling"
-        deadline = self.clock.monotonic() + scenario.settle
         self.producer.stop()
         self.producer.join()
         confirmed = [m for _, m, _ in self.recorder.snapshot().confirmed]
         self.recorder.wait_settled(confirmed, quiet=SETTLE_QUIET, timeout=scenario.settle)
-        if self.fleet and self.brokers is not None:
-            # Moves still under way (a late join, a slow restart) finish before the count.
-            wanted = homes(self.fleet, self.brokers.balanced_over(scenario.priority))
-            left = max(0.0, deadline - self.clock.monotonic())
-            self.recorder.wait_placed(wanted, timeout=left)
+        # Moves still under way (a late join, a slow restart) finish before the count.
+        self._wait_for_fleet()
         self.phase = "done"
+
+    def _wait_for_fleet(self, timeout: float = FLEET_SETTLE) -> None:
+        """Wait until each fleet client is at its rendezvous home among the brokers up now.
+
+        The fleet's table is taken at each step: waiting for the moves the step before set off
+        (not for a fixed time) makes each row show the fleet settled, however slow the machine.
+        """
+        if not self.fleet or self.brokers is None:
+            return
+        wanted = homes(self.fleet, self.brokers.balanced_over(self.config.scenario.priority))
+        if not self.recorder.wait_placed(wanted, timeout=timeout):
+            self.view.event(
+                self.recorder.event("fleet", f"not every client home after {timeout:.0f} s")
+            )
 
     def _wait_until(self, at: float) -> None:
         remaining = at - self.recorder.now()
@@ -262,6 +277,9 @@ class _Demo:
             broker.resume()
             brokers.hung.remove(name)
         elif step.action == "start":
+            # The fleet's row is taken before the start, as for a join: clients reach a broker
+            # as soon as it listens, before start() has seen it answer.
+            self.recorder.mark("start", name, step.note)
             broker.start()
             brokers.dead.remove(name)
             # Marked when it answers again: that is when clients can use it.

@@ -94,6 +94,10 @@ class _Listener:
             self.cond.notify_all()
 
 
+def _done_or_moved(condition: Callable[[], bool], progress: Callable[[], int], before: int) -> bool:
+    return condition() or progress() != before
+
+
 class StompClient:
     """One stomp.py connection with waits that have deadlines.
 
@@ -173,8 +177,30 @@ class StompClient:
             pending.add(receipt)
             count += 1
         listener = self._listener
-        self._wait_for(lambda: pending <= listener.receipts, f"{len(pending)} receipts")
+        self._wait_progressing(
+            lambda: pending <= listener.receipts,
+            lambda: len(listener.receipts),
+            f"{len(pending)} receipts",
+        )
         return count
+
+    def _wait_progressing(
+        self, condition: Callable[[], bool], progress: Callable[[], int], what: str
+    ) -> None:
+        """Like ``_wait_for``, but the deadline counts from the last sign of ``progress``.
+
+        A broker writes a large batch of persistent messages at the speed of its disk and of
+        the machine (10,000 took more than 10 s on a loaded one): it fails when nothing
+        moves for the timeout, not when the whole batch takes longer.
+        """
+        listener = self._listener
+        while True:
+            with listener.cond:
+                if condition():
+                    return
+                before = progress()
+            # A wait that ends without the condition raises; one that ends in progress loops.
+            self._wait_for(functools.partial(_done_or_moved, condition, progress, before), what)
 
     def subscribe(
         self,
