@@ -114,8 +114,12 @@ def test_brokers_that_accept_then_redirect_to_each_other_cost_the_schedules_dela
 
     conn = FailoverConnection(
         (A, B),
+        # No jitter: the figures below are the schedule's exact delays.
         options=FailoverOptions(
-            randomize=False, initial_reconnect_delay=0.1, max_reconnect_delay=10.0
+            randomize=False,
+            initial_reconnect_delay=0.1,
+            max_reconnect_delay=10.0,
+            reconnect_jitter=0.0,
         ),
         connector=connector,
         clock=clock,

@@ -49,6 +49,9 @@ OUTSIDE_BOTH_TREES = {
     # The Spark harness's "could not start the cluster": a harness error like BrokerError's
     # family, not yet drawn in the harness tree (testing/brokers/_errors.py).
     "failover_client.testing.spark.SparkClusterError",
+    # A fake clock that nobody moves while a test waits on it: a mistake in the test itself,
+    # raised into the test; an application's ``except FailoverClientError`` must not catch it.
+    "failover_client.testing.ClockStalled",
 }
 """Exported exceptions deliberately in neither tree, each with its reason."""
 
