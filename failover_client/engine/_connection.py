@@ -235,12 +235,15 @@ class FailoverConnection:
         self._parts = Parts(
             state=self._state,
             topology_stop=self._topology.stop,
+            sources=len(sources),
             dialer=self._dialer,
             dispatcher=self._dispatcher,
             loop=self._loop,
+            clock=self._clock,
+            name=f"failover-client-{number}",
         )
         self._finalizer = weakref.finalize(
-            self, finalize_dropped, self._parts, self._guard, f"failover-client-{number}"
+            self, finalize_dropped, self._parts, self._guard, self._parts.name
         )
         # At exit a connection still referenced is the application's to close (daemon threads
         # end with the process); the finalizer is for connections nobody can close any more.
@@ -281,7 +284,9 @@ class FailoverConnection:
         """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
 
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
-        progress (also a handshake with a hung broker) is cancelled rather than awaited. In a
+        progress (also a handshake with a hung broker) is cancelled rather than awaited;
+        topology sources get 2 s to stop (one stuck in a lookup that cannot be interrupted, such
+        as a custom DNS resolver, is left to end on its daemon thread). In a
         child forked after the connection was made it does nothing: the sockets and the
         broker's session are the parent's.
         """

@@ -19,11 +19,13 @@ nothing, so the parent's session carries on.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import warnings
 from collections.abc import Callable
 
+from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, ListenerSet
 from failover_client.adapter import AdvertisedBrokers, Received
@@ -37,8 +39,19 @@ from failover_client.engine._state import ConnectionState
 from failover_client.engine._topology import TopologyHub
 from failover_client.uri import BrokerAddress
 
-__all__ = ["Emitter", "Parts", "ProcessGuard", "SlotRouter", "finalize_dropped"]
+__all__ = [
+    "SOURCES_STOP_TIMEOUT",
+    "Emitter",
+    "Parts",
+    "ProcessGuard",
+    "SlotRouter",
+    "finalize_dropped",
+]
 
+_log = logging.getLogger("failover_client")
+
+SOURCES_STOP_TIMEOUT = 2.0
+"""Seconds ``close()`` waits for the topology sources to stop (see :meth:`Parts.close`)."""
 
 
 class ProcessGuard:
@@ -135,32 +148,79 @@ class SlotRouter:
 class Parts:
     """What ``close()`` ends, in order; none of it refers to the facade."""
 
-    __slots__ = ("dialer", "dispatcher", "loop", "state", "topology_stop")
+    __slots__ = (
+        "clock",
+        "dialer",
+        "dispatcher",
+        "loop",
+        "name",
+        "sources",
+        "state",
+        "topology_stop",
+    )
 
     def __init__(
         self,
         *,
         state: ConnectionState,
         topology_stop: Callable[[], None],
+        sources: int,
         dialer: Dialer,
         dispatcher: Dispatcher,
         loop: ReconnectLoop,
+        clock: Clock,
+        name: str,
     ) -> None:
         self.state = state
         self.topology_stop = topology_stop
+        self.sources = sources
         self.dialer = dialer
         self.dispatcher = dispatcher
         self.loop = loop
+        self.clock = clock
+        self.name = name
 
     def close(self) -> None:
         self.state.close()
-        self.topology_stop()
+        self.stop_sources()
         # After the state closed: its stop event keeps the loop from starting another
         # connect; cancelling cuts the one under way.
         self.dialer.cancel()
         self.dispatcher.stop()
         self.loop.join()
         self.dispatcher.join()
+
+    def stop_sources(self) -> None:
+        """Stop the topology sources, waiting at most :data:`SOURCES_STOP_TIMEOUT`.
+
+        A source's ``stop()`` joins its thread, and that thread may be inside a call nothing can
+        interrupt: a custom DNS resolver (``DnsSource(resolve=...)``) stuck in a lookup, a
+        source written by the application. ``close()`` must not wait for those (it waited
+        21.7 s for a slow resolver), so the stops run on a daemon thread of their own; one
+        still stuck at the deadline is abandoned there, as a cut-short name lookup of a connect
+        is, and ends with the process at the latest.
+        """
+        if not self.sources:
+            self.topology_stop()  # nothing to wait for; it still wakes a dialer's delay
+            return
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                self.topology_stop()
+            except Exception:  # noqa: BLE001 - the contract says never; close() goes on anyway
+                _log.exception("%s: a topology source failed to stop", self.name)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name=f"{self.name}-topology-stop", daemon=True).start()
+        if not self.clock.wait(done, SOURCES_STOP_TIMEOUT):
+            _log.warning(
+                "%s: topology sources did not stop within %gs (a lookup that does not "
+                "return?); left to end on their daemon threads",
+                self.name,
+                SOURCES_STOP_TIMEOUT,
+            )
 
     def running(self) -> bool:
         """Whether there is something to close: connect() ran and close() did not."""
