@@ -71,6 +71,26 @@ def test_dropped_connections_are_closed_by_their_finalizer_with_a_resource_warni
     assert set(threading.enumerate()) <= baseline
 
 
+def test_a_dropped_connection_that_is_reconnecting_stops_reconnecting() -> None:
+    clock = FakeClock(autojump=True)
+    connector = FakeConnector(clock=clock)
+    held = [connected(connector, clock)]
+    threads = threads_of(held[0])
+    connector.behave(A, "refuse")
+    connector.behave(B, "refuse")
+    connector.session(A).kill()
+    assert connector.wait_for_attempts(3)  # the loop is retrying both brokers
+    with pytest.warns(ResourceWarning, match="unclosed FailoverConnection"):
+        forget(held)
+    join_all(threads)  # the reconnect loop ended: no attempt after this
+
+
+def forget(held: list[FailoverConnection]) -> None:
+    """Drop the only reference and collect."""
+    held.clear()
+    gc.collect()
+
+
 def test_a_closed_or_never_connected_connection_goes_without_a_warning() -> None:
     clock = FakeClock(autojump=True)
     connector = FakeConnector(clock=clock)
