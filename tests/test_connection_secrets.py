@@ -10,6 +10,7 @@ import logging
 
 import pytest
 
+from failover_client._events import TopologyChanged
 from failover_client.engine._connection import FailoverConnection
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
@@ -44,4 +45,26 @@ def test_member_passcode_is_used_as_the_credentials_and_never_shown(
     shown += [repr(e) for e in events.events] + [str(e) for e in events.events]
     shown += [r.getMessage() for r in caplog.records]
     assert len(events.events) > 3
+    assert not [text for text in shown if SECRET in text]
+
+
+def test_a_passcode_in_an_update_uris_list_is_never_logged(
+    tmp_path: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="failover_client")
+    listed = tmp_path / "brokers.txt"  # type: ignore[operator]
+    listed.write_text(f"stomp://b:61613?login=app&passcode={SECRET}\n")
+    clock = FakeClock(autojump=True)
+    events = EventRecorder()
+    conn = FailoverConnection(
+        f"failover:(stomp://a:61613)?updateURIsURL=file:{listed}",
+        connector=FakeConnector(clock=clock),
+        clock=clock,
+        listeners=[events],
+    )
+    with conn:
+        changed = events.wait_for(TopologyChanged)
+        shown = [repr(conn), repr(conn.pool), repr(changed), str(changed)]
+    shown += [r.getMessage() for r in caplog.records]
+    assert any("b:61613" in text for text in shown)
     assert not [text for text in shown if SECRET in text]

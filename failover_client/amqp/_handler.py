@@ -38,6 +38,7 @@ from failover_client.amqp._sending import Outgoing
 from failover_client.amqp._server_list import parse_redirect, parse_server_list
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
+from failover_client.net._dial import describe_failure
 
 __all__ = ["ConnectSettings", "Events"]
 
@@ -277,7 +278,8 @@ class Events(Handler):
 def crash_error(exc: BaseException, *, broker: str) -> BrokerUnavailable:
     """The loss for a container that raised (proton's socket code, or a bug of ours)."""
     if isinstance(exc, OSError):
-        error = BrokerUnavailable(f"socket error: {exc.strerror or exc}", broker=broker)
+        # proton's own I/O raised (a name that does not resolve ends up here): name the cause.
+        error = BrokerUnavailable(describe_failure(exc), broker=broker)
     else:
         error = BrokerUnavailable(f"AMQP adapter failed: {type(exc).__name__}", broker=broker)
         _log.error("%s: the AMQP container failed", broker, exc_info=exc)

@@ -8,11 +8,14 @@ loop (``_loop``, ``_dial``), the connection state with subscriptions and acks (`
 adapter (``_adapters``). This module wires them together and is the application's API.
 
 Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
-(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`.
+(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`. None of
+them holds the facade (``_lifetime``): a connection dropped unclosed is closed by its finalizer,
+and a forked child cannot use its parent's connection.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,8 +25,8 @@ from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConnectionClosed
-from failover_client._events import Event, Listener, ListenerSet
-from failover_client.adapter import AckMode, AdvertisedBrokers, Connector, Received
+from failover_client._events import Listener, ListenerSet
+from failover_client.adapter import AckMode, Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
     FailoverTarget,
@@ -35,6 +38,14 @@ from failover_client.engine._arguments import (
 )
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._lifetime import (
+    Emitter,
+    Parts,
+    ProcessGuard,
+    SlotRouter,
+    current_address,
+    watch_dropped,
+)
 from failover_client.engine._loop import ReconnectLoop
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
 from failover_client.engine._placement import PlanPolicy, Redirects, tiers_for
@@ -43,7 +54,6 @@ from failover_client.engine._pool import AddressMap, BrokerPool, PoolView
 from failover_client.engine._rebalance import Rebalancer
 from failover_client.engine._schedule import ReconnectSchedule
 from failover_client.engine._sender import UNSET, Unset
-from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Subscription
 from failover_client.engine._topology import (
@@ -53,11 +63,7 @@ from failover_client.engine._topology import (
     uri_sources,
 )
 from failover_client.policies import policy_for_options
-from failover_client.uri import (
-    BrokerAddress,
-    FailoverOptions,
-    ServerListAction,
-)
+from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction
 
 __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 
@@ -93,6 +99,11 @@ class FailoverConnection:
     Nothing connects until :meth:`connect` (or ``with``). Sends are at-least-once: a message
     confirmed by the broker is never lost, but a message re-sent after a fail-over can arrive
     twice; duplicates carry the same ``failover-message-id`` header.
+
+    Close it (or use ``with``): one dropped while connected is closed by its finalizer, with a
+    ``ResourceWarning``. It belongs to the process that made it: after ``fork()`` the child's
+    calls raise ConfigurationError and its ``close()`` does nothing (the parent's session goes
+    on); make a new connection in the child.
     """
 
     # Without a topology_factory; failover_client.FailoverConnection names the library's.
@@ -119,6 +130,7 @@ class FailoverConnection:
         topology: Iterable[TopologySource] = (),
         topology_factory: UriSourceFactory | None = None,
     ) -> None:
+        self._guard = ProcessGuard()
         check_construction(options, client_id, listeners, tiers)
         members, parsed_options, agents = resolve_target(target)
         options = options or parsed_options
@@ -134,10 +146,12 @@ class FailoverConnection:
             check_callable("listener", listener)
             self._listeners.add(listener)
         self._dispatcher = Dispatcher(f"failover-client-dispatch-{number}")
+        # The threads get these parts, never a bound method of this facade (see _lifetime).
+        emit = Emitter(self._dispatcher, self._listeners)
         self._state = ConnectionState(
             options=options,
             clock=self._clock,
-            emit=self._emit,
+            emit=emit,
             dispatcher=self._dispatcher,
             message_ids=MessageIds(self._client_id),
         )
@@ -151,24 +165,17 @@ class FailoverConnection:
             ),
             *topology,
         )
-        self._pool = BrokerPool(
-            members,
-            discovered=bool(sources),
-            tiers=self._tiers,
-            # With priority backup, only the brokers the user named are preferred: a broker a
-            # source learns (a peer in the remote data centre, too) is a backup, as in Java.
-            default_tier=1 if options.priority_backup else 0,
-            # A quarantine never outlasts the longest reconnect delay the user allowed.
-            quarantine_base=min(1.0, options.max_reconnect_delay),
-            quarantine_max=options.max_reconnect_delay,
-            address_map=address_map,
-            max_brokers=options.topology_max_brokers,
+        self._pool = BrokerPool.for_connection(
+            members, options, tiers=self._tiers, address_map=address_map, discovered=bool(sources)
+        )
+        new_rebalancer = functools.partial(
+            Rebalancer, self._client_id, options.rebalance_drain_window, self._rng
         )
         self._planner = Planner(
             pool=self._pool,
             policy=policy or policy_for_options(options, rng=self._rng, client_id=self._client_id),
             redirects=self._redirects,
-            rebalancer=self._new_rebalancer() if options.rebalance else None,
+            rebalancer=new_rebalancer() if options.rebalance else None,
             options=options,
             clock=self._clock,
         )
@@ -178,11 +185,11 @@ class FailoverConnection:
             options=options,
             now=self._clock.monotonic,
             wake=self._state.wake,
-            emit=self._emit,
-            new_rebalancer=self._new_rebalancer,
+            emit=emit,
+            new_rebalancer=new_rebalancer,
             sources=sources,
             listeners=self._listeners,
-            current=self._current_address,
+            current=functools.partial(current_address, self._state),
             client_id=self._client_id,
         )
         self._schedule: ScheduleLike = schedule or ReconnectSchedule.from_options(
@@ -196,7 +203,13 @@ class FailoverConnection:
             clock=self._clock,
             client_id=self._client_id,
         )
-        self._slots = itertools.count(1)
+        router = SlotRouter(
+            state=self._state,
+            dispatcher=self._dispatcher,
+            topology=self._topology,
+            pool=self._pool,
+            redirects=self._redirects,
+        )
         self._dialer = Dialer(
             connector=self._connector,
             pool=self._pool,
@@ -205,9 +218,9 @@ class FailoverConnection:
             clock=self._clock,
             connect_timeout=options.connect_timeout,
             stop=self._state.stop,
-            emit=self._emit,
-            new_slot=self._new_slot,
-            events=self,
+            emit=emit,
+            new_slot=router.new_slot,
+            events=router,
             redirects=self._redirects.take,
             changed=self._topology.changed,
         )
@@ -218,9 +231,20 @@ class FailoverConnection:
             schedule=self._schedule,
             clock=self._clock,
             options=options,
-            emit=self._emit,
+            emit=emit,
             name=f"failover-client-loop-{number}",
         )
+        self._parts = Parts(
+            state=self._state,
+            topology_stop=self._topology.stop,
+            sources=len(sources),
+            dialer=self._dialer,
+            dispatcher=self._dispatcher,
+            loop=self._loop,
+            clock=self._clock,
+            name=f"failover-client-{number}",
+        )
+        self._finalizer = watch_dropped(self, self._parts, self._guard)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -232,6 +256,7 @@ class FailoverConnection:
         brokers refuse the credentials or the certificate, :class:`ConnectionClosed` when
         closed meanwhile. Calling it again after success returns at once.
         """
+        self._guard.check()
         connection = self._state
         with connection.cond:
             starting = connection.state == "new"
@@ -255,16 +280,16 @@ class FailoverConnection:
         """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
 
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
-        progress (also a handshake with a hung broker) is cancelled rather than awaited.
+        progress (also a handshake with a hung broker) is cancelled rather than awaited;
+        topology sources get 2 s to stop (one stuck in a lookup that cannot be interrupted, such
+        as a custom DNS resolver, is left to end on its daemon thread). In a
+        child forked after the connection was made it does nothing: the sockets and the
+        broker's session are the parent's.
         """
-        self._state.close()
-        self._topology.stop()
-        # After the state closed: its stop event keeps the loop from starting another
-        # connect; cancelling cuts the one under way.
-        self._dialer.cancel()
-        self._dispatcher.stop()
-        self._loop.join()
-        self._dispatcher.join()
+        if self._guard.inherited():
+            return
+        self._finalizer.detach()
+        self._parts.close()
 
     def __enter__(self) -> FailoverConnection:
         self.connect()
@@ -310,6 +335,7 @@ class FailoverConnection:
         written) when not connected; a ConfigurationError for a confirmed send, which must wait.
         Wrong arguments raise ConfigurationError before anything is written.
         """
+        self._guard.check()
         data = check_send(destination, body, headers, message_id)
         deadline = self._sender.deadline(timeout, confirmed=confirm)
         if not confirm:
@@ -344,6 +370,7 @@ class FailoverConnection:
         futures cannot be cancelled. Its callbacks run on an adapter thread: keep them short.
         ``timeout`` bounds only the wait before the write (0: fail at once, nothing written).
         """
+        self._guard.check()
         data = check_send(destination, body, headers, message_id)
         message = self._sender.submit(
             destination,
@@ -359,6 +386,7 @@ class FailoverConnection:
 
     def flush(self, timeout: float | Unset | None = UNSET) -> None:
         """Wait until every outstanding confirmation arrived (SendTimeout after ``timeout``)."""
+        self._guard.check()
         self._sender.flush(self._sender.deadline(timeout))
 
     # --- subscriptions -----------------------------------------------------------------------
@@ -382,6 +410,7 @@ class FailoverConnection:
         has died is dropped (``AckDropped``) and the broker redelivers the message.
         Wrong arguments raise ConfigurationError and register nothing.
         """
+        self._guard.check()
         check_subscribe(destination, handler, ack=ack, id=id, durable=durable_name, headers=headers)
         return self._state.subscribe(
             destination,
@@ -396,14 +425,13 @@ class FailoverConnection:
 
     def add_listener(self, listener: Listener) -> None:
         """Receive every event (on the dispatch thread); exceptions are isolated."""
+        self._guard.check()
         check_callable("listener", listener)
         self._listeners.add(listener)
 
     def remove_listener(self, listener: Listener) -> None:
+        self._guard.check()
         self._listeners.remove(listener)
-
-    def _emit(self, event: Event) -> None:
-        self._dispatcher.submit(lambda: self._listeners.deliver(event))
 
     # --- topology ----------------------------------------------------------------------------
 
@@ -424,6 +452,7 @@ class FailoverConnection:
         under ``updateURIsSupported=false``); lists the user configured are always taken.
         Emits ``TopologyChanged``. Any thread.
         """
+        self._guard.check()
         self._topology.update(
             update, source=source, action=action, tiers=tiers, weights=weights, pushed=pushed
         )
@@ -435,6 +464,7 @@ class FailoverConnection:
         home at once; a move still waits for its turn in ``rebalanceDrainWindow``. Ignored under
         ``reconnectSupported=false``. Any thread.
         """
+        self._guard.check()
         self._topology.request_rebalance(source)
 
     # --- state -----------------------------------------------------------------------------
@@ -442,11 +472,13 @@ class FailoverConnection:
     @property
     def state(self) -> str:
         """new, connecting, connected, reconnecting, switching, failed or closed."""
+        self._guard.check()
         return self._state.snapshot()[0]
 
     @property
     def broker(self) -> str | None:
         """The redacted address of the current broker (None before the first connection)."""
+        self._guard.check()
         current = self._state.snapshot()[1]
         return None if current is None else current.broker
 
@@ -465,6 +497,7 @@ class FailoverConnection:
 
     def stats(self) -> dict[str, int]:
         """Counters: sent, confirmed, rejected, replayed, evicted, failovers, ... in_flight."""
+        self._guard.check()
         _, _, stats, in_flight, standbys, subscriptions = self._state.snapshot()
         counters = dict(vars(stats))
         counters.update(in_flight=in_flight, standbys=standbys, subscriptions=subscriptions)
@@ -472,6 +505,8 @@ class FailoverConnection:
         return counters
 
     def __repr__(self) -> str:
+        if self._guard.inherited():  # no lock: its holder may not exist in this process
+            return f"<FailoverConnection made in process {self._guard.pid}, unusable here>"
         state, current, stats, in_flight, standbys, subscriptions = self._state.snapshot()
         broker = current.broker if current is not None else None
         return (
@@ -479,37 +514,3 @@ class FailoverConnection:
             f" confirmed={stats.confirmed} in_flight={in_flight} replayed={stats.replayed}"
             f" failovers={stats.failovers} standbys={standbys} subscriptions={subscriptions}>"
         )
-
-    # --- wiring ------------------------------------------------------------------------------
-
-    def _new_rebalancer(self) -> Rebalancer:
-        return Rebalancer(self._client_id, self._options.rebalance_drain_window, self._rng)
-
-    def _current_address(self) -> BrokerAddress | None:
-        current = self._state.snapshot()[1]
-        return None if current is None else current.address
-
-    def _new_slot(self, address: BrokerAddress) -> Slot:
-        return Slot(next(self._slots), address)
-
-    # SlotEvents: what sessions report (adapter threads).
-
-    def _slot_message(self, slot: Slot, message: Received) -> None:
-        self._dispatcher.submit(lambda: self._state.deliver(slot, message))
-
-    def _slot_lost(self, slot: Slot, cause: BaseException) -> None:
-        self._state.slot_lost(slot, cause)
-
-    def _slot_brokers(self, slot: Slot, advertised: AdvertisedBrokers) -> None:
-        """A broker named others on the data connection (AMQP open frame or redirect)."""
-        if not self._state.is_live(slot):
-            return  # a retired or dead session no longer speaks for this connection
-        self.update_brokers(advertised.brokers, source=advertised.source, pushed=True)
-        if not (advertised.redirect and advertised.brokers):
-            return
-        slot.redirected = True
-        # Only where the merge let it in: an ignored list, or an entry the address map
-        # dropped, is not followed, so a redirect cannot bypass the pool's rules.
-        target = self._pool.entry_for(advertised.brokers[0])
-        if target is not None:
-            self._redirects.offer(target)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from failover_client._errors import ConfigurationError
 from failover_client._events import TopologyChanged, TopologyTruncated
 from failover_client._hosts import HostError, check_host
-from failover_client.uri import BrokerAddress, ServerListAction
+from failover_client.uri import BrokerAddress, FailoverOptions, ServerListAction
 
 __all__ = ["AddressMap", "BrokerPool", "BrokerState", "PoolView", "TopologyDelta"]
 
@@ -139,6 +139,31 @@ class BrokerPool:
     included: a merge never adds a broker past it (a hostile push of 10,000 brokers would
     otherwise cost memory and a whole core of planning and dialing).
     """
+
+    @classmethod
+    def for_connection(
+        cls,
+        seeds: Sequence[BrokerAddress],
+        options: FailoverOptions,
+        *,
+        tiers: Mapping[str, int],
+        address_map: AddressMap | None,
+        discovered: bool,
+    ) -> BrokerPool:
+        """The pool of a connection with these options."""
+        return cls(
+            seeds,
+            discovered=discovered,
+            tiers=tiers,
+            # With priority backup, only the brokers the user named are preferred: a broker a
+            # source learns (a peer in the remote data centre, too) is a backup, as in Java.
+            default_tier=1 if options.priority_backup else 0,
+            # A quarantine never outlasts the longest reconnect delay the user allowed.
+            quarantine_base=min(1.0, options.max_reconnect_delay),
+            quarantine_max=options.max_reconnect_delay,
+            address_map=address_map,
+            max_brokers=options.topology_max_brokers,
+        )
 
     def __init__(
         self,

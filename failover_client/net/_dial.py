@@ -16,6 +16,10 @@ at once when the application closes, and has to keep all three steps within one 
 Every wait also watches a socket pair that :meth:`SocketDial.interrupt` writes to from any
 thread. Nothing here knows a protocol: the STOMP transport dials through it, and so will the
 OpenWire control channel.
+
+:func:`describe_failure` says in words what a failed dial's exception means ("connection
+refused", "cannot resolve the host name (...)", "timed out"): every adapter builds its
+``BrokerUnavailable`` messages with it, so each reconnect warning names the cause.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 from failover_client._clock import Clock
 
-__all__ = ["AddrInfo", "Resolver", "SocketDial"]
+__all__ = ["AddrInfo", "Resolver", "SocketDial", "describe_failure"]
 
 AddrInfo = tuple[int, int, int, str, Any]
 """One ``getaddrinfo`` answer: (family, type, proto, canonname, sockaddr)."""
@@ -52,6 +56,53 @@ _IN_PROGRESS = frozenset(
     if code is not None
 )
 """connect_ex() results that mean "under way": wait for the socket to become writable."""
+
+
+_OS_ERRORS: tuple[tuple[type[OSError], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (BrokenPipeError, "connection broken"),
+    (TimeoutError, "timed out"),
+)
+_ERRNO_WORDS: dict[int, str] = {
+    errno.ENETUNREACH: "network unreachable",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.EADDRNOTAVAIL: "address not available",
+}
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What a failed dial (or a write on a dialled socket) means, in words a log reader knows.
+
+    ``socket.gaierror`` is "cannot resolve the host name" with the resolver's reason; the
+    connection errors are named ("connection refused", ...); TLS errors say whether the
+    certificate failed verification. Anything else: its ``strerror`` or its type and text.
+    """
+    if isinstance(exc, socket.gaierror):
+        reason = exc.strerror or str(exc)
+        return f"cannot resolve the host name ({reason})"
+    if isinstance(exc, ssl.SSLError):
+        return _tls_words(exc)
+    if isinstance(exc, OSError):
+        return _os_words(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _tls_words(exc: ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+        return f"certificate verification failed: {reason}"
+    return f"TLS error: {exc.reason or exc}"
+
+
+def _os_words(exc: OSError) -> str:
+    for kind, words in _OS_ERRORS:
+        if isinstance(exc, kind):
+            return words
+    if exc.errno in _ERRNO_WORDS:
+        words = _ERRNO_WORDS[exc.errno]
+        return f"{words} ({exc.strerror})" if exc.strerror else words
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def _is_literal(host: str) -> bool:
@@ -200,10 +251,10 @@ class SocketDial:
         self._drain_wake()
         if self._interrupted:
             raise ConnectionAbortedError("connect cancelled")
-        self._stage = "TCP connect"
         [result] = outcome
         if isinstance(result, Exception):
-            raise result
+            raise result  # the stage stays "name resolution": that is what failed
+        self._stage = "TCP connect"
         return result
 
     def _poke(self) -> None:

@@ -9,7 +9,6 @@ message even if a broker quotes the CONNECT frame.
 from __future__ import annotations
 
 import re
-import socket
 import ssl
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit
@@ -21,6 +20,7 @@ from failover_client._errors import (
     SendRejected,
     TLSFailure,
 )
+from failover_client.net._dial import describe_failure
 
 __all__ = [
     "NamedRefusal",
@@ -145,15 +145,6 @@ NamedRefusal = SendRejected
 its words (what a SUBSCRIBE's refusal is built from), and this name stays for the session."""
 
 
-_OS_ERRORS: tuple[tuple[type[OSError], str], ...] = (
-    (ConnectionRefusedError, "connection refused"),
-    (ConnectionResetError, "connection reset"),
-    (BrokenPipeError, "connection broken"),
-    (TimeoutError, "timed out"),
-    (socket.gaierror, "cannot resolve the host name"),
-)
-
-
 def transport_error(exc: BaseException, *, broker: str, during: str) -> ConnectionFailure:
     """The error for an exception raised by the socket / TLS layer.
 
@@ -172,11 +163,6 @@ def transport_error(exc: BaseException, *, broker: str, during: str) -> Connecti
     if isinstance(exc, ssl.SSLError):
         reason = getattr(exc, "reason", None) or str(exc)
         return TLSFailure(f"TLS error during {during}: {reason}", broker=broker)
-    for kind, words in _OS_ERRORS:
-        if isinstance(exc, kind):
-            return BrokerUnavailable(f"{words} during {during}", broker=broker)
-    if isinstance(exc, OSError):
-        detail = exc.strerror or str(exc) or type(exc).__name__
-    else:
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return BrokerUnavailable(f"{detail} during {during}", broker=broker)
+    # The cause in words, as every adapter says it ("connection refused", "cannot resolve the
+    # host name (...)"): the reconnect warning shows this message.
+    return BrokerUnavailable(f"{describe_failure(exc)} during {during}", broker=broker)

@@ -1,0 +1,269 @@
+"""How a connection ends: ``close()``, a finalizer for one dropped unclosed, and ``fork()``.
+
+Only the application holds the :class:`~failover_client.FailoverConnection` facade. Its threads
+(the reconnect loop, the dispatch thread, the adapters' I/O threads, the topology sources)
+hold the parts below and never the facade: an :class:`Emitter` instead of a bound ``_emit``, a
+:class:`SlotRouter` instead of the facade as the sessions' listener, a weak proxy as the topology
+sink. So a connection the application dropped without ``close()`` becomes unreachable although
+its threads still run, and its finalizer closes it with a ``ResourceWarning``, as an unclosed
+file or socket does. Before, each dropped connection kept five threads and its reconnect loop
+alive for good.
+
+After ``fork()`` the child holds a copy of a connection whose threads did not follow it and
+whose sockets are the parent's: a send would write into the parent's session, a close would end
+it. A :class:`ProcessGuard` remembers the process that made the connection; in any other process
+every call raises :class:`ConfigurationError`, and ``close()`` (also the finalizer's) touches
+nothing, so the parent's session carries on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+
+from failover_client._clock import Clock
+from failover_client._errors import ConfigurationError
+from failover_client._events import Event, ListenerSet
+from failover_client.adapter import AdvertisedBrokers, Received
+from failover_client.engine._dial import Dialer
+from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._loop import ReconnectLoop
+from failover_client.engine._placement import Redirects
+from failover_client.engine._pool import BrokerPool
+from failover_client.engine._slot import Slot
+from failover_client.engine._state import ConnectionState
+from failover_client.engine._topology import TopologyHub
+from failover_client.uri import BrokerAddress
+
+__all__ = [
+    "SOURCES_STOP_TIMEOUT",
+    "Emitter",
+    "Parts",
+    "ProcessGuard",
+    "SlotRouter",
+    "current_address",
+    "finalize_dropped",
+    "watch_dropped",
+]
+
+_log = logging.getLogger("failover_client")
+
+SOURCES_STOP_TIMEOUT = 2.0
+"""Seconds ``close()`` waits for the topology sources to stop (see :meth:`Parts.close`)."""
+
+
+class ProcessGuard:
+    """The process a connection was made in; every other process may not use it."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def inherited(self) -> bool:
+        """True in a child forked after the connection was made."""
+        return os.getpid() != self.pid
+
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` in a forked child (before any lock is taken: the
+        thread that held one at the fork does not exist in the child)."""
+        if os.getpid() != self.pid:
+            raise ConfigurationError(
+                f"this connection was made in process {self.pid}; create a new one after "
+                f"fork() (process {os.getpid()} cannot use its sockets or threads)"
+            )
+
+
+class Emitter:
+    """Hands an event to the listeners on the dispatch thread (what ``emit`` callers hold)."""
+
+    __slots__ = ("_dispatcher", "_listeners")
+
+    def __init__(self, dispatcher: Dispatcher, listeners: ListenerSet) -> None:
+        self._dispatcher = dispatcher
+        self._listeners = listeners
+
+    def __call__(self, event: Event) -> None:
+        self._dispatcher.submit(functools.partial(self._listeners.deliver, event))
+
+
+class SlotRouter:
+    """What sessions report (on adapter threads), routed to the connection's parts.
+
+    Implements :class:`~failover_client.engine._slot.SlotEvents` and numbers the slots.
+    """
+
+    def __init__(
+        self,
+        *,
+        state: ConnectionState,
+        dispatcher: Dispatcher,
+        topology: TopologyHub,
+        pool: BrokerPool,
+        redirects: Redirects,
+    ) -> None:
+        self._state = state
+        self._dispatcher = dispatcher
+        self._topology = topology
+        self._pool = pool
+        self._redirects = redirects
+        self._lock = threading.Lock()
+        self._numbers = 0
+
+    def new_slot(self, address: BrokerAddress) -> Slot:
+        with self._lock:
+            self._numbers += 1
+            return Slot(self._numbers, address)
+
+    def _slot_message(self, slot: Slot, message: Received) -> None:
+        self._dispatcher.submit(functools.partial(self._state.deliver, slot, message))
+
+    def _slot_lost(self, slot: Slot, cause: BaseException) -> None:
+        self._state.slot_lost(slot, cause)
+
+    def _slot_brokers(self, slot: Slot, advertised: AdvertisedBrokers) -> None:
+        """A broker named others on the data connection (AMQP open frame or redirect)."""
+        if not self._state.is_live(slot):
+            return  # a retired or dead session no longer speaks for this connection
+        self._topology.update(
+            advertised.brokers,
+            source=advertised.source,
+            action=None,
+            tiers=None,
+            weights=None,
+            pushed=True,
+        )
+        if not (advertised.redirect and advertised.brokers):
+            return
+        slot.redirected = True
+        # Only where the merge let it in: an ignored list, or an entry the address map
+        # dropped, is not followed, so a redirect cannot bypass the pool's rules.
+        target = self._pool.entry_for(advertised.brokers[0])
+        if target is not None:
+            self._redirects.offer(target)
+
+
+class Parts:
+    """What ``close()`` ends, in order; none of it refers to the facade."""
+
+    __slots__ = (
+        "clock",
+        "dialer",
+        "dispatcher",
+        "loop",
+        "name",
+        "sources",
+        "state",
+        "topology_stop",
+    )
+
+    def __init__(
+        self,
+        *,
+        state: ConnectionState,
+        topology_stop: Callable[[], None],
+        sources: int,
+        dialer: Dialer,
+        dispatcher: Dispatcher,
+        loop: ReconnectLoop,
+        clock: Clock,
+        name: str,
+    ) -> None:
+        self.state = state
+        self.topology_stop = topology_stop
+        self.sources = sources
+        self.dialer = dialer
+        self.dispatcher = dispatcher
+        self.loop = loop
+        self.clock = clock
+        self.name = name
+
+    def close(self) -> None:
+        self.state.close()
+        self.stop_sources()
+        # After the state closed: its stop event keeps the loop from starting another
+        # connect; cancelling cuts the one under way.
+        self.dialer.cancel()
+        self.dispatcher.stop()
+        self.loop.join()
+        self.dispatcher.join()
+
+    def stop_sources(self) -> None:
+        """Stop the topology sources, waiting at most :data:`SOURCES_STOP_TIMEOUT`.
+
+        A source's ``stop()`` joins its thread, and that thread may be inside a call nothing can
+        interrupt: a custom DNS resolver (``DnsSource(resolve=...)``) stuck in a lookup, a
+        source written by the application. ``close()`` must not wait for those (it waited
+        21.7 s for a slow resolver), so the stops run on a daemon thread of their own; one
+        still stuck at the deadline is abandoned there, as a cut-short name lookup of a connect
+        is, and ends with the process at the latest.
+        """
+        if not self.sources:
+            self.topology_stop()  # nothing to wait for; it still wakes a dialer's delay
+            return
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                self.topology_stop()
+            except Exception:  # noqa: BLE001 - the contract says never; close() goes on anyway
+                _log.exception("%s: a topology source failed to stop", self.name)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name=f"{self.name}-topology-stop", daemon=True).start()
+        if not self.clock.wait(done, SOURCES_STOP_TIMEOUT):
+            _log.warning(
+                "%s: topology sources did not stop within %gs (a lookup that does not "
+                "return?); left to end on their daemon threads",
+                self.name,
+                SOURCES_STOP_TIMEOUT,
+            )
+
+    def running(self) -> bool:
+        """Whether there is something to close: connect() ran and close() did not."""
+        return self.state.snapshot()[0] not in ("new", "closed")
+
+
+def finalize_dropped(parts: Parts, guard: ProcessGuard, name: str) -> None:
+    """The finalizer of a connection the application dropped without closing it.
+
+    Runs on whichever thread the garbage collector happened to run on (an adapter's I/O thread
+    too), so the close, which joins threads and may wait for a broker's DISCONNECT receipt,
+    runs on a thread of its own instead of stalling that one. The warning comes after the close
+    has started: under ``-W error`` it raises, and the connection must close all the same.
+    """
+    if guard.inherited() or not parts.running():
+        return
+    threading.Thread(target=parts.close, name=f"{name}-finalize", daemon=True).start()
+    warnings.warn(
+        f"unclosed FailoverConnection ({name}); it is closed now, call close() or use 'with'",
+        ResourceWarning,
+        stacklevel=1,
+    )
+
+
+def current_address(state: ConnectionState) -> BrokerAddress | None:
+    """The broker in use, for topology sources that follow the data connection.
+
+    A function of the state, not a bound method of the facade: a source's thread holding it
+    must not keep a dropped connection alive (its finalizer closes it).
+    """
+    current = state.snapshot()[1]
+    return None if current is None else current.address
+
+
+def watch_dropped(
+    owner: object, parts: Parts, guard: ProcessGuard
+) -> weakref.finalize[[Parts, ProcessGuard, str], object]:
+    """Close ``parts`` once ``owner`` (the facade) is garbage: see :func:`finalize_dropped`."""
+    finalizer = weakref.finalize(owner, finalize_dropped, parts, guard, parts.name)
+    # At exit a connection still referenced is the application's to close (daemon threads
+    # end with the process); the finalizer is for connections nobody can close any more.
+    finalizer.atexit = False
+    return finalizer
