@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
+from failover_client import FailoverConnection
 from failover_client._events import TopologyChanged
-from failover_client.engine._connection import FailoverConnection
 from failover_client.testing import EventRecorder, FakeClock, FakeConnector
 
 SECRET = "pc1xQ"
