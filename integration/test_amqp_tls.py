@@ -57,7 +57,7 @@ def test_a_verified_amqps_connection_sends_and_receives(tls_node: tuple[Cluster,
         conn.send(f"/amq/queue/{queue}", b"over tls", timeout=SAFETY)
         assert conn.broker is not None
         assert conn.broker.startswith("amqps://localhost:")
-    (message,) = cluster[0].drain(f"/queue/{queue}", protocol="amqp")
+    (message,) = cluster[0].drain(f"/queue/{queue}", expect=1, protocol="amqp")
     assert message.body == b"over tls"
 
 

@@ -52,7 +52,7 @@ def test_killing_the_active_broker_promotes_the_standby(
     conn.close()
     leaks.assert_clean()
     new = broker_at(activemq_cluster, standby.broker)
-    assert [m.text for m in new.drain(unique_queue)] == ["on the standby"]
+    assert [m.text for m in new.drain(unique_queue, expect=1)] == ["on the standby"]
 
 
 def test_a_dead_standby_is_reported_and_replaced(activemq_cluster: Cluster) -> None:

@@ -50,9 +50,9 @@ def test_sigkill_is_noticed_by_the_socket(activemq_cluster: Cluster, unique_queu
     conn.send(unique_queue, "after")
     conn.close()
     leaks.assert_clean()
-    assert [m.text for m in broker_at(activemq_cluster, moved.to_broker).drain(unique_queue)] == [
-        "after"
-    ]
+    assert [
+        m.text for m in broker_at(activemq_cluster, moved.to_broker).drain(unique_queue, expect=1)
+    ] == ["after"]
 
 
 def test_sigstop_is_noticed_by_heartbeats(activemq_cluster: Cluster, unique_queue: str) -> None:
@@ -86,9 +86,9 @@ def test_sigstop_is_noticed_by_heartbeats(activemq_cluster: Cluster, unique_queu
     conn.close()
     leaks.assert_clean()
     # The hung broker got "before" only; "after" went to the new one.
-    assert [m.text for m in victim.drain(unique_queue)] == ["before"]
+    assert [m.text for m in victim.drain(unique_queue, expect=1)] == ["before"]
     new = broker_at(activemq_cluster, moved.to_broker)
-    assert [m.text for m in new.drain(unique_queue)] == ["after"]
+    assert [m.text for m in new.drain(unique_queue, expect=1)] == ["after"]
 
 
 def test_heartbeats_keep_an_idle_healthy_connection_up(

@@ -89,7 +89,7 @@ def test_send_and_subscribe_after_close_are_connection_closed(
     assert len(events.of(Closed)) == 1
     assert conn.state == "closed"
     leaks.assert_clean()
-    assert [m.text for m in activemq_cluster[0].drain(unique_queue)] == ["while open"]
+    assert [m.text for m in activemq_cluster[0].drain(unique_queue, expect=1)] == ["while open"]
 
 
 def test_concurrent_senders_across_a_failover(activemq_cluster: Cluster, unique_queue: str) -> None:

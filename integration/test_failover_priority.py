@@ -109,7 +109,7 @@ def test_priority_tiers_are_climbed_back_one_at_a_time(
         conn.send(unique_queue, "at the top again")
     finally:
         conn.close()
-    assert [m.text for m in top.drain(unique_queue)] == ["at the top again"]
+    assert [m.text for m in top.drain(unique_queue, expect=1)] == ["at the top again"]
 
 
 def _to(broker: str) -> Callable[[FailedOver | PriorityRestored], bool]:

@@ -175,7 +175,7 @@ def test_send_blocks_while_disconnected_and_completes_on_a_returning_broker(
     assert broker_at(activemq_cluster, conn.broker) is returning
     conn.close()
     leaks.assert_clean()
-    assert [m.text for m in returning.drain(unique_queue)] == ["waited"]
+    assert [m.text for m in returning.drain(unique_queue, expect=1)] == ["waited"]
 
 
 def test_send_times_out_when_every_broker_is_down(

@@ -54,7 +54,7 @@ def test_trusted_ca_connects_and_fails_over_over_tls(
     conn.close()
     leaks.assert_clean()
     second = broker_at(tls_cluster, moved.to_broker)
-    assert [m.text for m in second.drain(unique_queue)] == ["second, over tls"]
+    assert [m.text for m in second.drain(unique_queue, expect=1)] == ["second, over tls"]
 
 
 def test_wrong_ca_is_a_tls_failure_after_one_pass(tls_cluster: Cluster, tmp_path: Path) -> None:
