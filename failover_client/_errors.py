@@ -288,7 +288,11 @@ class AllBrokersFailed(ConnectionFailure):
     def __init__(self, message: str, causes: Mapping[str, BaseException]) -> None:
         self.reason = message
         self.causes = dict(causes)
-        details = "; ".join(f"{b}: {type(e).__name__}: {e}" for b, e in self.causes.items())
+        # The message names a few brokers (a pushed pool may hold hundreds); ``causes`` has all.
+        shown = [f"{b}: {type(e).__name__}: {e}" for b, e in list(self.causes.items())[:8]]
+        if len(self.causes) > len(shown):
+            shown.append(f"and {len(self.causes) - len(shown):,} more")
+        details = "; ".join(shown)
         super().__init__(f"{message}: {details}" if details else message)
 
 

@@ -113,7 +113,7 @@ def shown_value(value: object) -> str:
     return repr(text[:cut]) + ("..." if len(text) > cut else "")
 
 
-def shown_list(items: Iterable[object], limit: int = 8) -> str:
+def shown_list(items: Iterable[object], limit: int = 8, *, sep: str = ", ") -> str:
     """``a, b, c and 9,997 more``: at most ``limit`` items of a list, and how many were left."""
     shown: list[str] = []
     rest = 0
@@ -122,5 +122,5 @@ def shown_list(items: Iterable[object], limit: int = 8) -> str:
             shown.append(str(item))
         else:
             rest += 1
-    text = ", ".join(shown)
+    text = sep.join(shown)
     return f"{text} and {rest:,} more" if rest else text

@@ -86,3 +86,37 @@ def test_repeated_reconnect_warnings_are_rate_limited_and_name_the_cause(
         "stomp://b:61613: cannot resolve host b (BrokerUnavailable)"
     )
     assert len(events.of_type(ReconnectWarning)) == 50
+
+
+def test_a_pass_over_hundreds_of_brokers_costs_lines_of_bounded_length(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A pool of pushed brokers (up to topology.maxBrokers) that all fail: the warning and the
+    # final error name a few of them and count the rest; the event and the error's causes
+    # still carry every one.
+    clock = FakeClock(autojump=True)
+    events = EventRecorder()
+    brokers = [BrokerAddress("stomp", f"b{i}", 61613) for i in range(300)]
+    conn = FailoverConnection(
+        brokers,
+        options=FailoverOptions(
+            randomize=False, warn_after_reconnect_attempts=1, startup_max_reconnect_attempts=2
+        ),
+        connector=ResolvingConnector(clock=clock),
+        clock=clock,
+        listeners=[events],
+    )
+    caplog.set_level(logging.WARNING, logger="failover_client")
+    try:
+        with pytest.raises(AllBrokersFailed) as failed:
+            conn.connect()
+    finally:
+        conn.close()
+    lines = [m for r in caplog.records if (m := r.getMessage()).startswith("reconnect attempt")]
+    assert lines
+    assert all(len(line) < 2_000 for line in lines)
+    assert lines[0].endswith("and 292 more")
+    assert len(failed.value.causes) == 300
+    assert len(str(failed.value)) < 2_000
+    assert str(failed.value).endswith("and 292 more")
+    assert len(events.of_type(ReconnectWarning)[0].causes) == 300

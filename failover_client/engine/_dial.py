@@ -37,6 +37,7 @@ from failover_client._errors import (
     TLSFailure,
 )
 from failover_client._events import Event, ReconnectAttempt, ReconnectWarning
+from failover_client._hosts import shown_list
 from failover_client._throttle import LogThrottle
 from failover_client.adapter import Cancel, Connector, Session
 from failover_client.engine._pool import BrokerPool
@@ -46,6 +47,9 @@ from failover_client.uri import AttemptUnit, BrokerAddress
 __all__ = ["DialOutcome", "Dialer", "Interrupted", "ScheduleLike", "ScheduleRunLike"]
 
 _log = logging.getLogger("failover_client")
+
+_SHOWN = 8
+"""Brokers named in one reconnect warning; the event carries every cause."""
 
 
 class Interrupted(Exception):
@@ -289,7 +293,10 @@ class Dialer:
     def _warn(self, attempt: int, causes: dict[str, BaseException]) -> None:
         """Log that an attempt failed, with every broker's cause; the same line again only
         once per throttle window, with a count (a dead group must not flood the log)."""
-        reasons = "; ".join(describe(broker, error) for broker, error in causes.items())
+        # Bounded: a pool of hundreds of pushed brokers must not make one line of 100 KB.
+        reasons = shown_list(
+            (describe(broker, error) for broker, error in causes.items()), _SHOWN, sep="; "
+        )
         self._throttle.log(
             logging.WARNING, reasons, "reconnect attempt %d failed: %s", attempt, reasons
         )
