@@ -190,8 +190,8 @@ class Parts:
         # connect; cancelling cuts the one under way.
         self.dialer.cancel()
         self.dispatcher.stop()
-        self.loop.join()
-        self.dispatcher.join()
+        self.loop.join()  # ends: stop is set and the dialer cancelled, its waits' two wakers
+        self.dispatcher.join()  # after the handlers queued: one that never returns holds it
 
     def stop_sources(self) -> None:
         """Stop the topology sources, waiting at most :data:`SOURCES_STOP_TIMEOUT`.

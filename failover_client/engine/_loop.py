@@ -137,7 +137,7 @@ class ReconnectLoop:
 
     def join(self) -> None:
         if self._thread.ident is not None and threading.current_thread() is not self._thread:
-            self._thread.join()
+            self._thread.join()  # ends once stop is set and the dialer cancelled (close())
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -162,7 +162,7 @@ class FrameWriter:
         """
         with self._lock:
             while self._size >= self._limit and self._error is None and not force:
-                self._progress.wait()
+                self._progress.wait()  # woken by progress, or by the failure a hung peer ends in
             if self._error is not None:
                 raise ConnectionError(f"connection is no longer writable: {self._error}") from (
                     self._error
@@ -277,7 +277,7 @@ class FrameWriter:
             with self._lock:
                 while (not self._chunks or self._writing) and not self._stopping:
                     self._idle = True
-                    self._work.wait()
+                    self._work.wait()  # the writer's idle wait: queued work or stop() wakes it
                 self._idle = False
                 if self._stopping:
                     return

@@ -213,7 +213,7 @@ class ControlChannel:
         if opened and self.negotiated is not None:
             return self.negotiated
         if reader is not None:
-            reader.join()
+            reader.join()  # ends: _fail() poked its select and it sees closing
         with self._lock:
             reason = self._reason
         if reason is None:
@@ -280,7 +280,7 @@ class ControlChannel:
         with self._lock:
             reader = self._reader
         if reader is not None:
-            reader.join()
+            reader.join()  # ends: the loop above ended on closing, which stops the reader too
         with self._lock:
             return self._reason
 

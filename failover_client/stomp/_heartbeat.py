@@ -229,7 +229,7 @@ class HeartbeatMonitor:
         return self._thread
 
     def _main(self) -> None:
-        self._armed.wait()
+        self._armed.wait()  # arm() or stop() sets it; the thread is a daemon either way
         if self.state is not None and _watches(self.state.plan):
             self.run()
 

@@ -28,6 +28,9 @@ __all__ = [
 
 _log = logging.getLogger("failover_client.topology")
 
+STOP_TIMEOUT = 2.0
+"""Seconds a source's ``stop()`` waits for its thread (``close()`` waits as long for all)."""
+
 
 class BaseSink:
     """A sink with no data connection behind it: subclasses implement :meth:`update_brokers`.
@@ -126,13 +129,23 @@ class SourceThread:
         if started:
             raise RuntimeError(f"{owner!r} was already started")
 
-    def stop(self) -> None:
-        """Set ``stopping`` and join the thread (not from the thread itself). Idempotent."""
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Set ``stopping`` and join the thread (not from the thread itself). Idempotent.
+
+        The join has a deadline: the thread may sit in a call nothing can interrupt (a custom
+        resolver's lookup); it is a daemon, and is left to end there, with a warning.
+        """
         self.stopping.set()
         with self._lock:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            thread.join(timeout)
+            if thread.is_alive():
+                _log.warning(
+                    "topology source thread %s did not stop within %g s; left to end by itself",
+                    thread.name,
+                    timeout,
+                )
 
     @property
     def state(self) -> str:
