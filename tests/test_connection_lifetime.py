@@ -178,3 +178,36 @@ def test_the_finalizer_in_a_forked_child_closes_nothing(monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert connector.live_sessions() == [connector.session(A)]
     conn.close()
+
+
+def test_a_message_or_subscription_kept_across_fork_cannot_ack_or_unsubscribe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock(autojump=True)
+    connector = FakeConnector(clock=clock)
+    conn = connected(connector, clock)
+    got: list[object] = []
+    arrived = threading.Event()
+
+    def handler(message: object) -> None:
+        got.append(message)
+        arrived.set()
+
+    subscription = conn.subscribe("/queue/q", handler, ack="client-individual")
+    session = connector.session(A)
+    session.confirm_subscriptions()
+    session.deliver(subscription.id, b"kept")
+    assert arrived.wait(SAFETY_TIMEOUT)
+    message = got[0]
+    parent = os.getpid()
+    monkeypatch.setattr(_lifetime.os, "getpid", lambda: parent + 1)
+    for call in (message.ack, message.nack, subscription.unsubscribe):  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match=f"made in process {parent}"):
+            call()
+    monkeypatch.undo()
+    assert session.acks == []
+    assert session.nacks == []
+    assert session.unsubscribed == []
+    message.ack()  # type: ignore[attr-defined]
+    assert len(session.acks) == 1
+    conn.close()

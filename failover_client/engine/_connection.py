@@ -154,6 +154,7 @@ class FailoverConnection:
             emit=emit,
             dispatcher=self._dispatcher,
             message_ids=MessageIds(self._client_id),
+            process_check=self._guard.check,
         )
         self._sender = self._state.sender
         self._redirects = Redirects(self._clock)

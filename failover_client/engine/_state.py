@@ -114,8 +114,12 @@ class ConnectionState:
         emit: Callable[[Event], None],
         dispatcher: Dispatcher,
         message_ids: MessageIds,
+        process_check: Callable[[], None] = lambda: None,
     ) -> None:
         self.options = options
+        # Raises in a child forked after the connection was made: a Subscription or a Message
+        # kept across fork() must not write on the parent's session either.
+        self._process_check = process_check
         self.clock = clock
         self.emit = emit
         self.dispatcher = dispatcher
@@ -215,9 +219,11 @@ class ConnectionState:
         return subscription
 
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
+        self._process_check()
         self.keeper.wait_active(subscription, timeout)
 
     def unsubscribe(self, subscription: Subscription) -> None:
+        self._process_check()
         with self.cond:
             slot = self.current
             active = self.keeper.release(subscription.id, slot)
@@ -254,6 +260,7 @@ class ConnectionState:
 
     def settle_message(self, message: Message, *, nack: bool) -> None:
         """Ack/nack on the session that delivered ``message``, or drop it if that one is dead."""
+        self._process_check()
         slot = message.session
         assert isinstance(slot, Slot)
         received = message.received

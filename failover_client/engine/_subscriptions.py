@@ -95,7 +95,11 @@ class Message:
         if self.subscription.ack == "auto" or self._settled:
             return
         self._settled = True
-        self._router.settle_message(self, nack=nack)
+        try:
+            self._router.settle_message(self, nack=nack)
+        except BaseException:
+            self._settled = False  # refused (a forked child): the message is still unsettled
+            raise
 
     def __repr__(self) -> str:
         return (
