@@ -96,16 +96,19 @@ def test_heartbeats_keep_an_idle_healthy_connection_up(
 ) -> None:
     """The control case for the test above: silence without a hang is no reason to move."""
     events = Events()
+    # 1 s: the broker is asked for a beat every 0.5 s, ActiveMQ may stay silent for two of
+    # those, and the watchdog allows 1.5 s. With 200 ms the same rules left 100 ms between
+    # a healthy broker's longest silence and a loss: a loaded machine's scheduling broke that.
     with FailoverConnection(
-        failover_uri(activemq_cluster, {**FAST, "heartbeat": "200,200"}), listeners=[events]
+        failover_uri(activemq_cluster, {**FAST, "heartbeat": "1000,1000"}), listeners=[events]
     ) as conn:
         first = conn.broker
         conn.send(unique_queue, "one")
         idle = events.mark()
-        # Watch several heart-beat periods of an idle connection: a watchdog that counted
-        # the broker's heart-beats wrong would report a loss in this window.
+        # Watch several of the broker's heart-beat periods on an idle connection: a watchdog
+        # that counted them wrong (1.5 of the asked 0.5 s) would report a loss in this window.
         with events.cond:
-            lost = events.cond.wait_for(lambda: bool(events.of(Disconnected, after=idle)), 1.5)
+            lost = events.cond.wait_for(lambda: bool(events.of(Disconnected, after=idle)), 4.0)
         assert not lost
         conn.send(unique_queue, "two")
         assert conn.broker == first

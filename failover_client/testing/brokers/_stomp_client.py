@@ -144,6 +144,12 @@ class StompClient:
     def close(self) -> None:
         if self.conn.is_connected():
             self.conn.disconnect()
+        # stomp.py's disconnect() returns before its I/O thread has ended (it still tells the
+        # listeners): join it, so that a caller's count of threads (a test's leak check, on a
+        # loaded machine) never finds this client's thread winding down.
+        thread = getattr(self.conn.transport, "io_thread", None)
+        if isinstance(thread, threading.Thread) and thread is not threading.current_thread():
+            thread.join(self._timeout)
 
     def _wait_for(self, condition: Any, what: str, timeout: float | None = None) -> None:
         listener = self._listener
