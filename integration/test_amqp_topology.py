@@ -165,7 +165,8 @@ def test_two_routers_alone_that_redirect_to_each_other_cost_a_growing_delay(
     left.config = AmqpPeerConfig(refuse=redirect_condition(right.host, right.port))
     right.config = AmqpPeerConfig(refuse=redirect_condition(left.host, left.port))
     events = Events()
-    options = "randomize=false&initialReconnectDelay=10&maxReconnectDelay=320"
+    # No jitter: the delays below are the schedule's exact ones.
+    options = "randomize=false&initialReconnectDelay=10&maxReconnectDelay=320&reconnectJitter=0"
     with FailoverConnection(uri(left, right, options=options), listeners=[events]) as conn:
         conn.connect()
         # The schedule reached its maximum: 10 ms doubled five times.
