@@ -107,13 +107,6 @@ def test_a_closed_or_never_connected_connection_goes_without_a_warning() -> None
 # --- fork() ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def forked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """From here on the guard sees another process, as a forked child's would."""
-    child = os.getpid() + 1
-    monkeypatch.setattr(_lifetime.os, "getpid", lambda: child)
-
-
 def test_every_call_in_a_forked_child_raises_and_close_touches_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
