@@ -113,6 +113,13 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "topology": ("openwire,advisory", {"topology": ("openwire", "advisory")}),
     "topology.openwirePort": ("61617", {"topology_openwire_port": 61617}),
     "topology.maxBrokers": ("1000", {"topology_max_brokers": 1000}),
+    "consumer.prefetch": ("10", {"consumer_prefetch": 10}),
+    "consumer.prefetchBytes": ("65536", {"consumer_prefetch_bytes": 65536}),
+    "consumer.canaryInterval": ("5000", {"canary_interval": 5.0}),
+    "consumer.canaryMisses": ("3", {"canary_misses": 3}),
+    "consumer.drainOnMove": ("false", {"drain_on_move": False}),
+    "consumer.drainQuiet": ("250", {"drain_quiet": 0.25}),
+    "consumer.drainTimeout": ("60000", {"drain_timeout": 60.0}),
     "topology.schemeMap": (
         "tcp:stomp:61613,ssl:stomp+ssl",
         {"topology_scheme_map": (("tcp", "stomp", 61613), ("ssl", "stomp+ssl", None))},
@@ -196,6 +203,13 @@ BAD: dict[str, str] = {
     "topology": "-openwire",
     "topology.openwirePort": "65536",
     "topology.maxBrokers": "0",
+    "consumer.prefetch": "0",
+    "consumer.prefetchBytes": "-1",
+    "consumer.canaryInterval": "soon",
+    "consumer.canaryMisses": "0",
+    "consumer.drainOnMove": "maybe",
+    "consumer.drainQuiet": "-5",
+    "consumer.drainTimeout": "1.5",
     "topology.schemeMap": "stomp",
 }
 

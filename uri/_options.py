@@ -155,6 +155,23 @@ class FailoverOptions:
     topology_max_brokers: int = 256
     """Brokers the pool holds at most, seeds included: pushed entries past it are dropped."""
 
+    # --- consumption ---------------------------------------------------------------------------
+    consumer_prefetch: int = 100
+    """Messages a subscription holds in the client at most (delivered, not yet handled or
+    acknowledged); each broker's own flow control keeps the rest on the broker."""
+    consumer_prefetch_bytes: int = 0
+    """Optional byte bound per subscription (0: none); Artemis's window is counted in bytes."""
+    canary_interval: float = 0.0
+    """Seconds between canary round trips on each session (0: no canary)."""
+    canary_misses: int = 2
+    """Canary intervals without the canary back before the session counts as deaf."""
+    drain_on_move: bool = True
+    """Drain the broker a queue subscription leaves before closing its session there."""
+    drain_quiet: float = 1.0
+    """A drained broker is done after this many seconds without a delivery."""
+    drain_timeout: float = 30.0
+    """A drain ends after this long whatever is left (reported with an event)."""
+
     # --- TLS (verification on by default) ------------------------------------------------------
     tls_verify: bool = True
     tls_verify_hostname: bool = True
@@ -193,6 +210,7 @@ class FailoverOptions:
             _non_negative("timeout", self.timeout)
         if self.confirm_window < 1:
             raise OptionError("confirm_window must be >= 1", option="confirm_window")
+        self._check_consumer()
         if self.backup_pool_size < 0:
             raise OptionError("backup_pool_size must be >= 0", option="backup_pool_size")
         if self.max_frame_size < 1:
@@ -244,6 +262,20 @@ class FailoverOptions:
                     f"topology_scheme_map entries are (from, to, port or None), got {entry!r}",
                     option="topology_scheme_map",
                 )
+
+    def _check_consumer(self) -> None:
+        for name in ("consumer_prefetch", "canary_misses"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OptionError(f"{name} must be an integer >= 1, got {value!r}", option=name)
+        value = self.consumer_prefetch_bytes
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise OptionError(
+                f"consumer_prefetch_bytes must be an integer >= 0, got {value!r}",
+                option="consumer_prefetch_bytes",
+            )
+        for name in ("canary_interval", "drain_quiet", "drain_timeout"):
+            _non_negative(name, getattr(self, name))
 
     def source_of(self, name: str) -> str | None:
         """The spelling the user wrote for canonical field ``name``, or None if defaulted."""

@@ -333,6 +333,28 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "Brokers the pool holds at most, seeds included; entries a topology source pushes past "
        "it are dropped (one TopologyTruncated event), so a hostile or broken push cannot grow "
        "memory and CPU without bound."),
+    _f("consumer.prefetch", ("consumer_prefetch",), "positive_int", "100",
+       "Messages each subscription holds in the client at most, delivered but not yet handled "
+       "(auto) or acknowledged (client modes), in every ack mode; the broker keeps the rest. "
+       "Sent as activemq.prefetchSize (ActiveMQ), prefetch-count (RabbitMQ), link credit "
+       "(AMQP); subscribe(prefetch=) overrides it per subscription."),
+    _f("consumer.prefetchBytes", ("consumer_prefetch_bytes",), "non_negative_int", "0",
+       "Byte bound per subscription besides consumer.prefetch; Artemis's STOMP "
+       "consumer-window-size is this, or prefetch x 4096 when 0."),
+    _f("consumer.canaryInterval", ("canary_interval",), "ms", "0",
+       "Every this many ms each session sends itself a small message on a private temporary "
+       "destination; none back within canaryMisses intervals means the session is deaf and the "
+       "connection fails over (0: off)."),
+    _f("consumer.canaryMisses", ("canary_misses",), "positive_int", "2",
+       "Canary intervals without the canary back before a session counts as deaf."),
+    _f("consumer.drainOnMove", ("drain_on_move",), "bool", "true",
+       "When a connection moves on purpose (priority return, rebalance), keep consuming its "
+       "queue subscriptions on the broker it leaves until that broker is quiet; a broker left "
+       "by a failure is drained the same way once it answers again."),
+    _f("consumer.drainQuiet", ("drain_quiet",), "ms", "1000",
+       "A broker being drained is done after this long without a delivery (ms)."),
+    _f("consumer.drainTimeout", ("drain_timeout",), "ms", "30000",
+       "A drain ends after this long whatever is left; what it ends with is reported (ms)."),
     _f("tls.caFile", ("tls_ca_file",), "text", "",
        "PEM file of CA certificates that verify the brokers; empty: system trust store."),
     _f("tls.certFile", ("tls_cert_file",), "text", "", "PEM client certificate (mutual TLS)."),
