@@ -71,6 +71,16 @@ class SubscriptionSpec:
     durable_name: str | None = None
     """Durable topic subscription name (STOMP ``activemq.subscriptionName`` / AMQP link name)."""
     headers: tuple[tuple[str, str], ...] = ()
+    prefetch: int = 100
+    """Messages the broker may have delivered on this subscription and not yet seen settled
+    (acknowledged, rejected or released): the adapter translates it into the broker's flow
+    control (ActiveMQ ``activemq.prefetchSize``, RabbitMQ ``prefetch-count``, Artemis
+    ``consumer-window-size``, AMQP link credit). It binds in the ``client`` modes; the engine
+    subscribes a user's ``auto`` subscription as ``client-individual`` and acknowledges each
+    message after its handler returned, so the bound holds there too."""
+    prefetch_bytes: int = 0
+    """An optional byte bound besides ``prefetch`` (0: none); where a broker counts its window
+    in bytes (Artemis) it is that window."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,24 @@ class Session(Protocol):
 
     def ack(self, message: Received) -> None: ...
 
-    def nack(self, message: Received) -> None: ...
+    def nack(self, message: Received) -> None:
+        """Reject ``message``: the broker redelivers or dead-letters it, by its own rules."""
+
+    def release(self, message: Received) -> None:
+        """Hand ``message`` back unhandled, for redelivery, without counting a failed delivery.
+
+        What ``close(drain=...)`` and a drain use for messages delivered but never handled.
+        Where a broker has no such frame and returns unsettled messages when the subscription
+        or session ends (ActiveMQ, whose STOMP NACK dead-letters), this writes nothing.
+        """
+
+    def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
+        """A destination only this session reads, gone with the session (the canary's).
+
+        Returns the address to send to and subscribe, and the extra SUBSCRIBE headers that
+        make it private (e.g. a RabbitMQ auto-delete exclusive queue). ``name`` is unique
+        per session.
+        """
 
     def close(self) -> None:
         """Close politely if possible; never raises; idempotent."""

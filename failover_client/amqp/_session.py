@@ -267,6 +267,13 @@ class AmqpSession:
         ack_id = _ack_id(message)
         self._post(self._when_open(lambda: self._events.incoming.nack(ack_id)))
 
+    def release(self, message: Received) -> None:
+        """Settle ``message`` as released: redelivered, not counted as a failed delivery."""
+        self.nack(message)  # this adapter's nack already releases
+
+    def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
+        raise NotImplementedError("the AMQP canary destination is not built yet")
+
     def __repr__(self) -> str:
         state = self._state
         with state.lock:

@@ -243,6 +243,13 @@ class StompSession:
         """NACK ``message``: the broker redelivers it or moves it to its dead-letter queue."""
         self._outbound.write("NACK", ack_headers(self._state.version, message), None)
 
+    def release(self, message: Received) -> None:
+        """Hand ``message`` back unhandled (see :meth:`Session.release`)."""
+        raise NotImplementedError("STOMP release is not built yet")
+
+    def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
+        raise NotImplementedError("the STOMP canary destination is not built yet")
+
     def __repr__(self) -> str:
         state = self._state
         phase = state.current_phase()

@@ -84,6 +84,7 @@ class FakeSession:
         self.unsubscribed: list[str] = []
         self.acks: list[Received] = []
         self.nacks: list[Received] = []
+        self.releases: list[Received] = []
         self._subscribing: dict[str, ConfirmCallback] = {}
         """Subscriptions not yet confirmed or refused (without ``auto_confirm``)."""
         self.alive = True
@@ -162,6 +163,15 @@ class FakeSession:
             self._check_alive()
             self.nacks.append(message)
         self._notify()
+
+    def release(self, message: Received) -> None:
+        with self._lock:
+            self._check_alive()
+            self.releases.append(message)
+        self._notify()
+
+    def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
+        return f"/temp-queue/{name}", {}
 
     def close(self) -> None:
         """Close; outstanding confirmations fail with BrokerUnavailable. Never raises."""
