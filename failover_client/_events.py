@@ -23,6 +23,8 @@ __all__ = [
     "Closed",
     "Connected",
     "Disconnected",
+    "DrainFinished",
+    "DrainStarted",
     "Event",
     "FailedOver",
     "GaveUp",
@@ -30,11 +32,14 @@ __all__ = [
     "Listener",
     "ListenerError",
     "ListenerSet",
+    "MessagesReleased",
     "PoisonQuarantined",
+    "PrefetchExceeded",
     "PriorityRestored",
     "Rebalanced",
     "ReconnectAttempt",
     "ReconnectWarning",
+    "SessionDeaf",
     "StandbyConnected",
     "StandbyLost",
     "SubscriptionFailed",
@@ -241,6 +246,67 @@ class StandbyLost:
 
 
 @dataclass(frozen=True)
+class PrefetchExceeded:
+    """A broker delivered past a subscription's prefetch (it ignored the flow control asked).
+
+    Nothing is dropped: the client holds the extra messages, and says so once per session and
+    subscription, because the bound the application relies on no longer holds there.
+    """
+
+    subscription_id: str
+    broker: str
+    held: int
+    prefetch: int
+
+
+@dataclass(frozen=True)
+class MessagesReleased:
+    """Messages delivered but never handled were handed back to the broker for redelivery.
+
+    ``reason`` is ``close`` or ``drain`` (the application stopped consuming), ``move`` (the
+    connection left that broker) or ``unsubscribe``. None of them was acknowledged.
+    """
+
+    subscription_id: str
+    broker: str
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SessionDeaf:
+    """The session's canary did not come back within ``silent_for`` seconds: deliveries stopped
+    while the connection looked alive (heart-beats flowing). The connection fails over."""
+
+    broker: str
+    silent_for: float
+
+
+@dataclass(frozen=True)
+class DrainStarted:
+    """The connection keeps consuming on a broker it left until that broker is quiet.
+
+    ``reason``: ``move`` (a priority return or rebalance left it on purpose) or ``recovered``
+    (it was left by a failure and answers again).
+    """
+
+    broker: str
+    subscriptions: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class DrainFinished:
+    """A drain of ``broker`` ended: ``complete`` when it went quiet, False at its deadline
+    (``drainTimeout``), in which case messages may be left there for this subscription."""
+
+    broker: str
+    delivered: int
+    elapsed: float
+    complete: bool
+
+
+@dataclass(frozen=True)
 class Closed:
     """The application closed the connection; the last event a listener receives."""
 
@@ -264,6 +330,11 @@ Event = (
     | SubscriptionFailed
     | StandbyConnected
     | StandbyLost
+    | PrefetchExceeded
+    | MessagesReleased
+    | SessionDeaf
+    | DrainStarted
+    | DrainFinished
     | Closed
 )
 
