@@ -117,13 +117,17 @@ def test_subscribe_refuses_bad_arguments_without_registering_anything() -> None:
             rig, lambda: subscribe("/queue/q", print, ack="bogus"), "ack", "client-individual"
         )
         assert "'bogus'" in str(error)
-        unchanged(rig, lambda: subscribe("/queue/q", None), "handler", "callable")  # type: ignore[arg-type]
+        unchanged(rig, lambda: subscribe("/queue/q", "f"), "handler", "callable")  # type: ignore[arg-type]
         unchanged(rig, lambda: subscribe("/queue/q", 42), "handler", "int")  # type: ignore[arg-type]
         unchanged(rig, lambda: subscribe("", print), "destination")
         unchanged(rig, lambda: subscribe(7, print), "destination")  # type: ignore[arg-type]
         unchanged(rig, lambda: subscribe("/queue/q", print, id=""), "id")
         unchanged(rig, lambda: subscribe("/queue/q", print, durable_name=3), "durable_name")  # type: ignore[arg-type]
         unchanged(rig, lambda: subscribe("/queue/q", print, headers=[("a", "b")]), "headers")  # type: ignore[arg-type]
+        unchanged(rig, lambda: subscribe("/queue/q", print, prefetch=0), "prefetch", ">= 1")
+        unchanged(rig, lambda: subscribe("/queue/q", print, prefetch=True), "prefetch", "bool")  # type: ignore[arg-type]
+        unchanged(rig, lambda: subscribe("/queue/q", print, prefetch=2.5), "prefetch", "float")  # type: ignore[arg-type]
+        unchanged(rig, lambda: subscribe("/queue/q", print, prefetch_bytes=-1), "prefetch_bytes")
         assert rig.connector.session(A).subscriptions == {}
         # The refused calls used no generated id.
         assert subscribe("/queue/q", print).id == "sub-1"

@@ -14,6 +14,7 @@ from failover_client.uri import BrokerAddress, FailoverOptions
 from failover_client import ConnectionClosed, SendTimeout
 from failover_client.adapter import ConfirmCallback, SubscriptionSpec
 from failover_client.engine._outbox import MessageIds
+from failover_client.engine._inbox import Inbox
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
@@ -117,7 +118,8 @@ def test_the_keeper_tracks_what_each_session_was_asked_for() -> None:
     life = StubLifecycle(slot)
     keeper = SubscriptionKeeper(clock=clock, cond=ClockCondition(clock), lifecycle=life, emit=print)
     spec = SubscriptionSpec(id=keeper.new_id(), destination="/queue/q")
-    keeper.add(Subscription(spec, lambda m: None, router=None))  # type: ignore[arg-type]
+    inbox = Inbox(clock, spec.prefetch, lambda: None)
+    keeper.add(Subscription(spec, lambda m: None, router=None, inbox=inbox))  # type: ignore[arg-type]
     assert len(keeper) == 1
     assert keeper.claim_missing(slot) == [spec]
     assert keeper.claim_missing(slot) == []  # asked once per session

@@ -61,8 +61,11 @@ def test_subscriptions_are_restored_with_the_same_ids_after_failover():
         rig.events.wait_for(FailedOver)
         restored = rig.connector.session(B).subscriptions
         assert restored == {
-            "s1": SubscriptionSpec("s1", "/queue/one"),
-            "sub-1": SubscriptionSpec("sub-1", "/topic/two", durable_name="nightly"),
+            # A user's auto subscription is client-individual on the wire (acked once handled).
+            "s1": SubscriptionSpec("s1", "/queue/one", "client-individual"),
+            "sub-1": SubscriptionSpec(
+                "sub-1", "/topic/two", "client-individual", durable_name="nightly"
+            ),
         }
 
 
@@ -124,14 +127,24 @@ def test_nack_goes_to_the_delivering_session_and_settles_once():
         assert rig.connector.session(A).acks == []
 
 
-def test_auto_ack_messages_ignore_ack_calls():
+def test_auto_ack_messages_are_acknowledged_once_whether_the_handler_acks_or_not():
     rig = make((A,))
     inbox, handler = collector()
+
+    def acking(message: Message) -> None:
+        message.ack()  # settles it early; the engine does not ack it again
+        handler(message)
+
     with running(rig):
         rig.conn.subscribe("/queue/in", handler, id="s1")
-        rig.connector.session(A).deliver("s1", b"x")
-        inbox.get(timeout=5).ack()
-        assert rig.connector.session(A).acks == []
+        rig.conn.subscribe("/queue/two", acking, id="s2")
+        session = rig.connector.session(A)
+        session.deliver("s1", b"x")
+        session.deliver("s2", b"y")
+        inbox.get(timeout=5).ack()  # ignored: already acknowledged (or about to be)
+        inbox.get(timeout=5)
+        assert rig.connector.wait_until(lambda: len(session.acks) == 2)
+        assert sorted(m.body for m in session.acks) == [b"x", b"y"]
 
 
 def test_a_handler_that_raises_is_reported_and_later_messages_still_arrive():
@@ -157,13 +170,14 @@ def test_a_handler_that_raises_is_reported_and_later_messages_still_arrive():
         assert rig.conn.stats()["handler_errors"] == 1
 
 
-def test_handlers_run_on_the_dispatch_thread():
+def test_handlers_run_on_a_worker_of_their_subscription():
     rig = make((A,))
     threads: queue.SimpleQueue[str] = queue.SimpleQueue()
     with running(rig):
         rig.conn.subscribe("/queue/in", lambda m: threads.put(threading.current_thread().name))
         rig.connector.session(A).deliver("sub-1", b"x")
-        assert threads.get(timeout=5).startswith("failover-client-dispatch-")
+        name = threads.get(timeout=5)
+        assert name.startswith("failover-client-") and name.endswith("-handler-sub-1")
 
 
 def test_handler_may_close_the_connection():

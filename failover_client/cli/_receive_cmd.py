@@ -32,8 +32,8 @@ def add_parser(commands: Any) -> None:
         "one line (--json: one JSON object per line). The subscription is restored on "
         "another broker after a failover. With --ack client (the default) a message is "
         "acknowledged only after it was written to stdout, so nothing is lost if the tool "
-        "dies; messages beyond --count are left to the broker. With --ack auto the broker "
-        "forgets a message when it sends it: those beyond --count are dropped.",
+        "dies; messages beyond --count are left to the broker. With --ack auto a message "
+        "is acknowledged once it was handled, printed or not: those beyond --count are dropped.",
     )
     add_connection_arguments(parser)
     parser.add_argument("destination", metavar="DESTINATION", help=DESTINATION_HELP)

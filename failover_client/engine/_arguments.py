@@ -145,10 +145,19 @@ def check_subscribe(
     id: object,
     durable: object,
     headers: object,
+    prefetch: object = None,
+    prefetch_bytes: object = None,
 ) -> None:
     """Every argument of ``subscribe``, checked before an id is drawn or anything registered."""
     check_destination(destination)
-    check_callable("handler", handler)
+    if handler is not None:
+        check_callable("handler", handler)
+    for name, value, least in (("prefetch", prefetch, 1), ("prefetch_bytes", prefetch_bytes, 0)):
+        if value is not None and (type(value) is not int or value < least):
+            raise ConfigurationError(
+                f"{name} must be None (the connection's consumer_{name}) or an int >= {least}; "
+                f"got {_kind(value)} {value!r}"
+            )
     if type(ack) is not str or ack not in ACK_MODES:
         raise ConfigurationError(f"ack must be one of {', '.join(ACK_MODES)}; got {ack!r}")
     check_optional_str("id", id, empty=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -26,16 +27,18 @@ from typing import ClassVar, Literal
 from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConnectionClosed
 from failover_client._events import Listener, ListenerSet
-from failover_client.adapter import AckMode, Connector
+from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
     FailoverTarget,
     check_callable,
     check_construction,
     check_send,
-    check_subscribe,
+    check_timeout,
     resolve_target,
 )
+from failover_client.engine._consumers import Consumers
+from failover_client.engine._consuming import Consuming
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._lifetime import (
@@ -55,7 +58,6 @@ from failover_client.engine._rebalance import Rebalancer
 from failover_client.engine._schedule import ReconnectSchedule
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._state import ConnectionState
-from failover_client.engine._subscriptions import Handler, Subscription
 from failover_client.engine._topology import (
     TopologyHub,
     TopologySource,
@@ -70,7 +72,7 @@ __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 _numbers = itertools.count(1)
 
 
-class FailoverConnection:
+class FailoverConnection(Consuming):
     """One connection to a group of brokers that fails over, replays and restores.
 
     :param target: a failover URI string (parsed with :func:`failover_client.uri.parse`), a
@@ -204,9 +206,16 @@ class FailoverConnection:
             clock=self._clock,
             client_id=self._client_id,
         )
+        self._consumers = Consumers(
+            state=self._state,
+            clock=self._clock,
+            emit=emit,
+            dispatcher=self._dispatcher,
+            name=f"failover-client-{number}",
+        )
         router = SlotRouter(
             state=self._state,
-            dispatcher=self._dispatcher,
+            consumers=self._consumers,
             topology=self._topology,
             pool=self._pool,
             redirects=self._redirects,
@@ -237,6 +246,7 @@ class FailoverConnection:
         )
         self._parts = Parts(
             state=self._state,
+            consumers=self._consumers,
             topology_stop=self._topology.stop,
             sources=len(sources),
             dialer=self._dialer,
@@ -277,20 +287,26 @@ class FailoverConnection:
 
     start = connect
 
-    def close(self) -> None:
-        """Close sessions, fail waiting sends with ConnectionClosed, end and join the threads.
+    def close(self, drain: float = 0.0) -> None:
+        """Stop consuming, close sessions, fail waiting sends with ConnectionClosed, end threads.
+
+        Consumption stops first: no acknowledgement is written meanwhile (so the brokers send
+        nothing new), handlers keep handling what is buffered for up to ``drain`` seconds,
+        running handlers get ``max(drain, 1)`` seconds in all, then the acknowledgements are
+        written and every message never handled is handed back to its broker
+        (``MessagesReleased``): nothing acknowledged unhandled, nothing lost. A handler that
+        never returns is left on its daemon thread with a warning; it does not hold close().
 
         Safe from any thread (also from a handler or listener) and idempotent. A connect in
-        progress (also a handshake with a hung broker) is cancelled rather than awaited;
-        topology sources get 2 s to stop (one stuck in a lookup that cannot be interrupted, such
-        as a custom DNS resolver, is left to end on its daemon thread). In a
+        progress is cancelled rather than awaited; topology sources get 2 s to stop. In a
         child forked after the connection was made it does nothing: the sockets and the
         broker's session are the parent's.
         """
         if self._guard.inherited():
             return
+        seconds = check_timeout(drain, name="drain")
         self._finalizer.detach()
-        self._parts.close()
+        self._parts.close(math.inf if seconds is None else seconds)
 
     def __enter__(self) -> FailoverConnection:
         self.connect()
@@ -389,38 +405,6 @@ class FailoverConnection:
         """Wait until every outstanding confirmation arrived (SendTimeout after ``timeout``)."""
         self._guard.check()
         self._sender.flush(self._sender.deadline(timeout))
-
-    # --- subscriptions -----------------------------------------------------------------------
-
-    def subscribe(
-        self,
-        destination: str,
-        handler: Handler,
-        *,
-        ack: AckMode = "auto",
-        id: str | None = None,
-        durable_name: str | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Subscription:
-        """Subscribe ``handler`` to ``destination``; restored with the same id after fail-over.
-
-        Allowed before :meth:`connect` (no message is missed at start-up). Handlers run on the
-        connection's dispatch thread, one at a time; one that raises is reported as a
-        ``HandlerError`` event and the message is not acknowledged. With ``client`` /
-        ``client-individual`` acks, call ``message.ack()``; an ack for a message whose session
-        has died is dropped (``AckDropped``) and the broker redelivers the message.
-        Wrong arguments raise ConfigurationError and register nothing.
-        """
-        self._guard.check()
-        check_subscribe(destination, handler, ack=ack, id=id, durable=durable_name, headers=headers)
-        return self._state.subscribe(
-            destination,
-            handler,
-            ack=ack,
-            subscription_id=id,
-            durable_name=durable_name,
-            headers=headers,
-        )
 
     # --- events ----------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, ListenerSet
 from failover_client.adapter import AdvertisedBrokers, Received
+from failover_client.engine._consumers import Consumers
 from failover_client.engine._dial import Dialer
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._loop import ReconnectLoop
@@ -102,13 +103,13 @@ class SlotRouter:
         self,
         *,
         state: ConnectionState,
-        dispatcher: Dispatcher,
+        consumers: Consumers,
         topology: TopologyHub,
         pool: BrokerPool,
         redirects: Redirects,
     ) -> None:
         self._state = state
-        self._dispatcher = dispatcher
+        self._consumers = consumers
         self._topology = topology
         self._pool = pool
         self._redirects = redirects
@@ -121,7 +122,8 @@ class SlotRouter:
             return Slot(self._numbers, address)
 
     def _slot_message(self, slot: Slot, message: Received) -> None:
-        self._dispatcher.submit(functools.partial(self._state.deliver, slot, message))
+        # Into the subscription's own buffer: its worker (or receive()) takes it from there.
+        self._consumers.deliver(slot, message)
 
     def _slot_lost(self, slot: Slot, cause: BaseException) -> None:
         self._state.slot_lost(slot, cause)
@@ -153,6 +155,7 @@ class Parts:
 
     __slots__ = (
         "clock",
+        "consumers",
         "dialer",
         "dispatcher",
         "loop",
@@ -166,6 +169,7 @@ class Parts:
         self,
         *,
         state: ConnectionState,
+        consumers: Consumers,
         topology_stop: Callable[[], None],
         sources: int,
         dialer: Dialer,
@@ -175,6 +179,7 @@ class Parts:
         name: str,
     ) -> None:
         self.state = state
+        self.consumers = consumers
         self.topology_stop = topology_stop
         self.sources = sources
         self.dialer = dialer
@@ -183,7 +188,15 @@ class Parts:
         self.clock = clock
         self.name = name
 
-    def close(self) -> None:
+    def close(self, drain: float = 0.0) -> None:
+        """Stop consuming (handlers get ``max(drain, 1 s)``), then close and join.
+
+        Handlers run on the subscriptions' workers, not on the dispatch thread: one that never
+        returns is left on its daemon thread (``Consumers.stop`` warns), and the dispatch
+        thread has only the listeners' events left to run.
+        """
+        if self.state.snapshot()[0] != "closed":
+            self.consumers.stop(drain, reason="close", forget=False)
         self.state.close()
         self.stop_sources()
         # After the state closed: its stop event keeps the loop from starting another
@@ -191,7 +204,7 @@ class Parts:
         self.dialer.cancel()
         self.dispatcher.stop()
         self.loop.join()  # ends: stop is set and the dialer cancelled, its waits' two wakers
-        self.dispatcher.join()  # after the handlers queued: one that never returns holds it
+        self.dispatcher.join()  # ends after the events queued (listeners; no handler runs there)
 
     def stop_sources(self) -> None:
         """Stop the topology sources, waiting at most :data:`SOURCES_STOP_TIMEOUT`.

@@ -69,6 +69,10 @@ class SubscriptionKeeper:
     def get(self, subscription_id: str) -> Subscription | None:
         return self._registry.get(subscription_id)
 
+    def all(self) -> list[Subscription]:
+        """The live subscriptions, in creation order."""
+        return self._registry.all()
+
     def __len__(self) -> int:
         return len(self._registry)
 

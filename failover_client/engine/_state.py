@@ -45,21 +45,19 @@ from failover_client._errors import (
     NotConnected,
 )
 from failover_client._events import (
-    AckDropped,
     Closed,
     Disconnected,
     Event,
-    HandlerError,
     StandbyConnected,
     StandbyLost,
 )
-from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
+from failover_client.adapter import Session
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._outbox import MessageIds
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
-from failover_client.engine._subscriptions import Handler, Message, Subscription
+from failover_client.engine._subscriptions import Subscription
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
 
@@ -187,25 +185,10 @@ class ConnectionState:
 
     # --- subscriptions -----------------------------------------------------------------------
 
-    def subscribe(
-        self,
-        destination: str,
-        handler: Handler,
-        *,
-        ack: AckMode,
-        subscription_id: str | None,
-        durable_name: str | None,
-        headers: Mapping[str, str] | None,
-    ) -> Subscription:
+    def subscribe(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` and write it on the current session, if connected."""
         keeper = self.keeper
-        spec = SubscriptionSpec(
-            id=subscription_id or keeper.new_id(),
-            destination=destination,
-            ack=ack,
-            durable_name=durable_name,
-            headers=tuple((headers or {}).items()),
-        )
-        subscription = Subscription(spec, handler, self)
+        spec = subscription.spec
         with self.cond:
             if self.state in _TERMINAL:
                 self.raise_unusable()
@@ -216,21 +199,37 @@ class ConnectionState:
         if slot is not None:
             with slot.io_lock:
                 keeper.write(slot, spec)
-        return subscription
 
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
         self._process_check()
         self.keeper.wait_active(subscription, timeout)
 
-    def unsubscribe(self, subscription: Subscription) -> None:
+    def is_active(self, subscription: Subscription) -> bool:
+        """Whether the broker in use confirmed ``subscription`` (and it is still wanted)."""
+        with self.cond:
+            slot = self.connected_slot()
+            return (
+                slot is not None
+                and self.keeper.get(subscription.id) is subscription
+                and subscription.id in slot.subscribed
+                and subscription.id not in slot.pending_subs
+            )
+
+    def forget(self, subscription: Subscription) -> Slot | None:
+        """Stop restoring ``subscription``; the session it must be unsubscribed from, if any."""
         self._process_check()
         with self.cond:
             slot = self.current
             active = self.keeper.release(subscription.id, slot)
-        if active and slot is not None:
-            self._call(slot, lambda session: session.unsubscribe(subscription.id))
+        return slot if active else None
 
-    def _call(self, slot: Slot, action: Callable[[Session], object]) -> bool:
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Forget ``subscription`` and UNSUBSCRIBE it on the session that has it."""
+        slot = self.forget(subscription)
+        if slot is not None:
+            self.call(slot, lambda session: session.unsubscribe(subscription.id))
+
+    def call(self, slot: Slot, action: Callable[[Session], object]) -> bool:
         """Run ``action(session)`` under the slot's io_lock; a dead session counts as lost."""
         with slot.io_lock:
             if not slot.alive or slot.session is None:
@@ -242,39 +241,14 @@ class ConnectionState:
                 return False
             return True
 
-    def deliver(self, slot: Slot, received: Received) -> None:
-        """Run the handler for ``received`` (dispatch thread)."""
-        subscription = self.keeper.get(received.subscription_id)
-        if subscription is None:
-            with self.cond:
-                self.stats.unroutable += 1
-            return
-        message = Message(received, subscription, slot, self)
-        subscription.delivered += 1
-        try:
-            subscription.handler(message)
-        except Exception as exc:  # noqa: BLE001 - a handler must not kill the dispatch thread
-            with self.cond:
-                self.stats.handler_errors += 1
-            self.emit(HandlerError(subscription.id, message.message_id, exc))
+    def count(self, counter: str) -> None:
+        """Add one to a :class:`ConnectionCounters` field (the consumers' counters)."""
+        with self.cond:
+            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
 
-    def settle_message(self, message: Message, *, nack: bool) -> None:
-        """Ack/nack on the session that delivered ``message``, or drop it if that one is dead."""
+    def check_process(self) -> None:
+        """Raise in a child forked after the connection was made."""
         self._process_check()
-        slot = message.session
-        assert isinstance(slot, Slot)
-        received = message.received
-
-        def send_it(session: Session) -> None:
-            if nack:
-                session.nack(received)
-            else:
-                session.ack(received)
-
-        if not self._call(slot, send_it):
-            with self.cond:
-                self.stats.acks_dropped += 1
-            self.emit(AckDropped(message.subscription.id, message.message_id, slot.broker, nack))
 
     # --- sessions coming and going -----------------------------------------------------------
 

@@ -5,17 +5,26 @@ re-creates it, with the same id, on every new session after a fail-over. A :clas
 remembers the session that delivered it; its :meth:`~Message.ack` goes back to *that* session,
 or is dropped (and reported as an ``AckDropped`` event) when that session is dead, because an
 ack sent to another broker would acknowledge nothing there, or the wrong message.
+
+Every subscription goes on the wire with client acknowledgement, so the broker's prefetch
+bounds what the client holds: a user's ``auto`` subscription is subscribed as
+``client-individual`` and the engine acknowledges each message once it was handled (its
+handler returned, or a pull consumer asked for the next one). :attr:`Subscription.ack` is the
+user's mode, ``spec.ack`` the one on the wire.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from failover_client._errors import ConfigurationError
 from failover_client.adapter import AckMode, Received, SubscriptionSpec
+
+if TYPE_CHECKING:
+    from failover_client.engine._inbox import Inbox
 
 __all__ = ["AckRouter", "Handler", "Message", "Subscription", "SubscriptionRegistry"]
 
@@ -28,6 +37,10 @@ class AckRouter(Protocol):
     def unsubscribe(self, subscription: Subscription) -> None: ...
 
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None: ...
+
+    def receive(self, subscription: Subscription, timeout: float | None) -> Message | None: ...
+
+    def is_active(self, subscription: Subscription) -> bool: ...
 
 
 class Message:
@@ -83,16 +96,30 @@ class Message:
     def received(self) -> Received:
         return self._received
 
+    @property
+    def settled(self) -> bool:
+        """Whether it was acknowledged, rejected or handed back (or its ack dropped)."""
+        return self._settled
+
     def ack(self) -> None:
-        """Acknowledge (``client`` / ``client-individual`` modes; a no-op for ``auto``)."""
+        """Acknowledge it on the session that delivered it (once; later calls do nothing).
+
+        ``client`` / ``client-individual``: the application's to call. ``auto``: the engine
+        acknowledges once the handler returned (or the pull consumer asked for the next
+        message); calling it earlier settles it then.
+        """
         self._settle(nack=False)
 
     def nack(self) -> None:
-        """Reject so the broker redelivers or dead-letters it (a no-op for ``auto``)."""
+        """Reject it, so the broker redelivers or dead-letters it by its own rules (once)."""
         self._settle(nack=True)
 
+    def mark_settled(self) -> None:
+        """Settled on the wire by another message's cumulative ``client`` acknowledgement."""
+        self._settled = True
+
     def _settle(self, *, nack: bool) -> None:
-        if self.subscription.ack == "auto" or self._settled:
+        if self._settled:
             return
         self._settled = True
         try:
@@ -112,12 +139,28 @@ Handler = Callable[[Message], None]
 
 
 class Subscription:
-    """One subscription of the failover connection; survives fail-over with the same ``id``."""
+    """One subscription of the failover connection; survives fail-over with the same ``id``.
 
-    def __init__(self, spec: SubscriptionSpec, handler: Handler, router: AckRouter) -> None:
+    With a handler, the connection runs it for each message on a worker thread of this
+    subscription. Without one (a pull subscription), :meth:`receive` or iteration hands the
+    messages out. Either way the buffer holds at most ``prefetch`` messages per session: the
+    rest waits on the broker.
+    """
+
+    def __init__(
+        self,
+        spec: SubscriptionSpec,
+        handler: Handler | None,
+        router: AckRouter,
+        inbox: Inbox,
+        *,
+        ack: AckMode | None = None,
+    ) -> None:
         self.spec = spec
         self.handler = handler
         self._router = router
+        self.inbox = inbox
+        self._ack: AckMode = spec.ack if ack is None else ack
         self.delivered = 0
         self.error: BaseException | None = None
         """Why the broker refused it (a :class:`~failover_client.SubscriptionRefused`); once
@@ -126,6 +169,8 @@ class Subscription:
         """Sessions that died with this subscription unanswered (poison detection)."""
         self.suspect = False
         """Restored alone, waiting for its confirmation, on the next session."""
+        self.outstanding: Message | None = None
+        """Pull, ``auto``: the message handed out last, acknowledged when the next is asked."""
 
     @property
     def id(self) -> str:
@@ -137,14 +182,58 @@ class Subscription:
 
     @property
     def ack(self) -> AckMode:
-        return self.spec.ack
+        """The application's acknowledgement mode (``spec.ack`` is the one on the wire)."""
+        return self._ack
 
     @property
     def durable_name(self) -> str | None:
         return self.spec.durable_name
 
+    @property
+    def prefetch(self) -> int:
+        return self.spec.prefetch
+
+    @property
+    def last_delivery_at(self) -> float | None:
+        """``clock.monotonic()`` when the last message was put in its buffer (None: never)."""
+        return self.inbox.last_delivery_at
+
+    @property
+    def handled(self) -> int:
+        """Messages handled: the handler returned or raised, or a pull consumer was done."""
+        return self.inbox.handled
+
+    @property
+    def in_flight(self) -> int:
+        """Messages delivered and not yet settled: buffered, being handled, or held unacked."""
+        return self.inbox.in_flight
+
+    @property
+    def active(self) -> bool:
+        """Whether the broker in use has confirmed this subscription."""
+        return self._router.is_active(self)
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next message of a pull subscription (``handler=None``), or None.
+
+        Waits up to ``timeout`` seconds (None: until a message comes or the subscription
+        ends); returns None on timeout and once unsubscribed, drained or closed. With
+        ``ack="auto"`` the previous message counts as handled (is acknowledged) now, unless
+        it was settled already; ``client`` modes: call ``message.ack()``. ConfigurationError
+        for a subscription with a handler.
+        """
+        return self._router.receive(self, timeout)
+
+    def __iter__(self) -> Iterator[Message]:
+        """The messages as they come; ends when unsubscribed or the connection closes."""
+        while (message := self.receive()) is not None:
+            yield message
+
     def unsubscribe(self) -> None:
-        """Stop the subscription on the current broker and stop restoring it."""
+        """Stop the subscription on the current broker and stop restoring it.
+
+        What was buffered and never handled is handed back to the broker (``MessagesReleased``).
+        """
         self._router.unsubscribe(self)
 
     def wait_active(self, timeout: float | None = None) -> None:
@@ -161,7 +250,8 @@ class Subscription:
         refused = " refused" if self.error is not None else ""
         return (
             f"<Subscription {self.id} {self.destination} ack={self.ack} "
-            f"delivered={self.delivered}{refused}>"
+            f"prefetch={self.prefetch} delivered={self.delivered} handled={self.handled} "
+            f"in_flight={self.in_flight}{refused}>"
         )
 
 
@@ -197,6 +287,10 @@ class SubscriptionRegistry:
     def specs(self) -> list[SubscriptionSpec]:
         with self._lock:
             return [s.spec for s in self._subscriptions.values()]
+
+    def all(self) -> list[Subscription]:
+        with self._lock:
+            return list(self._subscriptions.values())
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,0 +1,377 @@
+"""Consumption: deliveries into bounded buffers, handlers on workers, acks, pull, drain and close.
+
+A message goes from a session's I/O thread into its subscription's
+:class:`~failover_client.engine._inbox.Inbox` and is handled from there, by the subscription's
+handler on a worker thread, or by the application through ``receive()`` / iteration. The engine
+settles what it owns: a user's ``auto`` message is acknowledged once handled, a handler that
+raises gets its message rejected (``nack``) so the broker redelivers or dead-letters it. Since
+every subscription is on the wire with client acknowledgement and a prefetch, the broker sends
+a subscription at most ``prefetch`` messages beyond what was handled: a slow handler leaves the
+backlog on the broker.
+
+Why one worker thread per callback subscription (not one dispatch thread, not a shared pool):
+the order of a subscription's messages is its handler's order, so one subscription runs one
+handler at a time whatever the pool; a pool smaller than the subscriptions would let a few slow
+handlers hold every thread and starve the others, and a pool as large is a thread each anyway.
+A thread per subscription is also what makes a stuck handler cheap to leave behind at close
+(a daemon thread, named after its subscription). Events stay on the dispatch thread, so a slow
+handler delays neither listeners nor confirmations, nor heart-beats (the I/O threads).
+
+A worker runs on the connection's clock for its whole life (waiting for messages through it),
+so a virtual clock only moves while every worker waits: a handler is never cut short by a
+jump of time.
+
+Stopping (``close(drain=...)``, ``drain()``, an unsubscribe) follows one order: hold the
+acknowledgements (none is written, so the broker's window stays full and it sends nothing
+new), let the workers handle what is buffered until the buffers are empty or the deadline,
+stop taking, give running handlers until ``max(drain, 1 s)``, write the held acknowledgements,
+then hand back (``Session.release``) every message never handled, reported as
+``MessagesReleased``. Nothing is acknowledged unhandled and nothing is lost: what was neither
+acknowledged nor released goes back to the broker when its session or subscription ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+from failover_client._clock import Clock, running_on
+from failover_client._errors import ConfigurationError
+from failover_client._events import (
+    AckDropped,
+    Event,
+    HandlerError,
+    MessagesReleased,
+    PrefetchExceeded,
+)
+from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
+from failover_client.engine._arguments import check_timeout
+from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._inbox import Inbox
+from failover_client.engine._slot import Slot
+from failover_client.engine._state import ConnectionState
+from failover_client.engine._subscriptions import Handler, Message, Subscription
+
+__all__ = ["HANDLER_GRACE", "Consumers"]
+
+_log = logging.getLogger("failover_client")
+
+HANDLER_GRACE = 1.0
+"""Seconds a stop gives the running handlers at least (``close()`` returns after them at most)."""
+
+
+class Consumers:
+    """The consuming side of one connection (see the module docstring); the messages' router."""
+
+    def __init__(
+        self,
+        *,
+        state: ConnectionState,
+        clock: Clock,
+        emit: Callable[[Event], None],
+        dispatcher: Dispatcher,
+        name: str,
+    ) -> None:
+        self._state = state
+        self._clock = clock
+        self._emit = emit
+        self._dispatcher = dispatcher
+        self._name = name
+        self._lock = threading.Lock()
+        self._holding = False
+        """Acknowledgements are held (a stop is under way), written by :meth:`_flush_held`."""
+        self._held: list[tuple[Message, bool]] = []
+        self._progress = threading.Event()
+        """Set when a buffer or a handler moved on (what a stop waits for)."""
+        self._workers: dict[threading.Thread, Subscription] = {}
+        self._unsubscribe_after: dict[str, Slot] = {}
+        """UNSUBSCRIBEs asked by a handler of the subscription itself: written after its ack."""
+
+    # --- subscribing -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        destination: str,
+        handler: Handler | None,
+        *,
+        ack: AckMode,
+        subscription_id: str | None,
+        durable_name: str | None,
+        headers: Mapping[str, str] | None,
+        prefetch: int,
+        prefetch_bytes: int,
+    ) -> Subscription:
+        spec = SubscriptionSpec(
+            id=subscription_id or self._state.keeper.new_id(),
+            destination=destination,
+            # The broker's flow control binds only with client acknowledgement.
+            ack="client-individual" if ack == "auto" else ack,
+            durable_name=durable_name,
+            headers=tuple((headers or {}).items()),
+            prefetch=prefetch,
+            prefetch_bytes=prefetch_bytes,
+        )
+        inbox = Inbox(self._clock, prefetch, self._progress.set)
+        subscription = Subscription(spec, handler, self, inbox, ack=ack)
+        self._state.subscribe(subscription)
+        if handler is not None:
+            worker = threading.Thread(
+                target=self._work,
+                args=(subscription,),
+                name=f"{self._name}-handler-{spec.id}",
+                daemon=True,  # a handler that never returns must not keep the process alive
+            )
+            with self._lock:
+                self._workers[worker] = subscription
+            worker.start()
+        return subscription
+
+    def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
+        self._state.wait_active(subscription, timeout)
+
+    def is_active(self, subscription: Subscription) -> bool:
+        return self._state.is_active(subscription)
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop taking, let the running handler finish (up to 1 s), hand back the rest."""
+        slot = self._state.forget(subscription)
+        inbox = subscription.inbox
+        inbox.stop()
+        own = self._own_subscription() is subscription
+        if not own:
+            self._wait_until(lambda: inbox.running == 0, self._clock.monotonic() + HANDLER_GRACE)
+        self._done_with_outstanding(subscription, handled=False, reason="unsubscribe")
+        self._release(subscription, inbox.close(), "unsubscribe")
+        if slot is None:
+            return
+        if own:
+            # Its handler is running on this thread: the UNSUBSCRIBE goes after its ack
+            # (a broker may refuse an ack for a subscription it no longer has).
+            with self._lock:
+                self._unsubscribe_after[subscription.id] = slot
+            return
+        self._unsubscribe_on(slot, subscription.id)
+
+    # --- deliveries (adapter I/O threads) ----------------------------------------------------
+
+    def deliver(self, slot: Slot, received: Received) -> None:
+        """Put ``received`` in its subscription's buffer (never blocks, never drops)."""
+        subscription = self._state.keeper.get(received.subscription_id)
+        if subscription is None:
+            # Crossed an unsubscribe on the wire: back to the broker, for another consumer.
+            self._state.count("unroutable")
+            self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+            return
+        message = Message(received, subscription, slot, self)
+        subscription.delivered += 1
+        kept, held = subscription.inbox.put(message)
+        if not kept:
+            self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+            return
+        if held is not None:
+            _log.warning(
+                "%s delivered %d unsettled messages on subscription %s, past its prefetch %d",
+                slot.broker,
+                held,
+                subscription.id,
+                subscription.prefetch,
+            )
+            self._emit(PrefetchExceeded(subscription.id, slot.broker, held, subscription.prefetch))
+
+    def _release_received(self, slot: Slot, received: Received) -> None:
+        self._state.call(slot, lambda session: session.release(received))
+
+    # --- handlers (workers) ------------------------------------------------------------------
+
+    def _work(self, subscription: Subscription) -> None:
+        inbox = subscription.inbox
+        with running_on(self._clock):
+            while (message := inbox.take(None)) is not None:  # None: the inbox stopped
+                self._handle(subscription, message)
+        with self._lock:
+            self._workers.pop(threading.current_thread(), None)
+            slot = self._unsubscribe_after.pop(subscription.id, None)
+        if slot is not None:
+            self._unsubscribe_on(slot, subscription.id)
+
+    def _handle(self, subscription: Subscription, message: Message) -> None:
+        handler = subscription.handler
+        assert handler is not None
+        try:
+            handler(message)
+        except Exception as exc:  # noqa: BLE001 - reported; the subscription carries on
+            self._state.count("handler_errors")
+            self._emit(HandlerError(subscription.id, message.message_id, exc))
+            # Not acknowledged: rejected, so the broker redelivers or dead-letters it by its
+            # rules. Not in ``client`` mode, where a NACK is cumulative on the wire and would
+            # reject the earlier messages the application still means to acknowledge.
+            if subscription.spec.ack != "client":
+                self._settle_quietly(message, nack=True)
+        else:
+            if subscription.ack == "auto":
+                self._settle_quietly(message, nack=False)
+        finally:
+            subscription.inbox.finish()
+
+    def _settle_quietly(self, message: Message, *, nack: bool) -> None:
+        try:
+            if nack:
+                message.nack()
+            else:
+                message.ack()
+        except Exception:  # noqa: BLE001 - a worker must outlive it; reaching here is a bug
+            _log.exception("%s: settling %r failed", self._name, message)
+
+    def _own_subscription(self) -> Subscription | None:
+        """The subscription whose handler runs on the calling thread, if any."""
+        with self._lock:
+            return self._workers.get(threading.current_thread())
+
+    # --- pull --------------------------------------------------------------------------------
+
+    def receive(self, subscription: Subscription, timeout: float | None) -> Message | None:
+        self._state.check_process()
+        if subscription.handler is not None:
+            raise ConfigurationError(
+                f"subscription {subscription.id!r} has a handler; receive() and iteration are "
+                "for subscriptions made with handler=None"
+            )
+        seconds = check_timeout(timeout)
+        self._done_with_outstanding(subscription, handled=True)
+        message = subscription.inbox.take(seconds)
+        if message is None:
+            return None
+        if subscription.ack == "auto":
+            subscription.outstanding = message  # acknowledged when the next one is asked
+        else:
+            subscription.inbox.finish()
+        return message
+
+    def _done_with_outstanding(
+        self, subscription: Subscription, *, handled: bool, reason: str = "close"
+    ) -> None:
+        """Acknowledge (``handled``) or hand back (for ``reason``) the pull message given out
+        last."""
+        with self._lock:
+            message, subscription.outstanding = subscription.outstanding, None
+        if message is None:
+            return
+        if handled and not message.settled:
+            self._settle_quietly(message, nack=False)
+        elif not handled and not message.settled:
+            self._release(subscription, [message], reason)
+        subscription.inbox.finish(handled=handled)
+
+    # --- acknowledgements --------------------------------------------------------------------
+
+    def settle_message(self, message: Message, *, nack: bool) -> None:
+        """Ack/nack on the session that delivered ``message`` (held while a stop is under way)."""
+        self._state.check_process()
+        message.subscription.inbox.settled(
+            message, cumulative=message.subscription.spec.ack == "client"
+        )
+        with self._lock:
+            if self._holding:
+                self._held.append((message, nack))
+                return
+        self._write_settle(message, nack)
+
+    def _write_settle(self, message: Message, nack: bool) -> None:
+        slot = message.session
+        assert isinstance(slot, Slot)
+        received = message.received
+
+        def send_it(session: Session) -> None:
+            if nack:
+                session.nack(received)
+            else:
+                session.ack(received)
+
+        if not self._state.call(slot, send_it):
+            self._state.count("acks_dropped")
+            self._emit(AckDropped(message.subscription.id, message.message_id, slot.broker, nack))
+
+    def _flush_held(self) -> None:
+        with self._lock:
+            held, self._held = self._held, []
+            self._holding = False
+        for message, nack in held:
+            self._write_settle(message, nack)
+
+    def _release(
+        self, subscription: Subscription, messages: Iterable[Message], reason: str
+    ) -> None:
+        """Hand ``messages`` back unhandled; one ``MessagesReleased`` per delivering broker."""
+        counts: collections.Counter[str] = collections.Counter()
+        for message in messages:
+            if message.settled:
+                continue
+            message.mark_settled()
+            subscription.inbox.settled(message, cumulative=False)
+            slot = message.session
+            assert isinstance(slot, Slot)
+            # A dead session writes nothing: the broker returns what it had not seen settled.
+            self._release_received(slot, message.received)
+            counts[slot.broker] += 1
+        for broker, count in counts.items():
+            self._emit(MessagesReleased(subscription.id, broker, count, reason))
+
+    # --- stopping ----------------------------------------------------------------------------
+
+    def stop(self, drain: float, *, reason: str, forget: bool) -> None:
+        """Stop consuming (see the module docstring); ``forget``: unsubscribe on the wire too."""
+        start = self._clock.monotonic()
+        subscriptions = self._state.keeper.all()
+        with self._lock:
+            self._holding = True
+        own = self._own_subscription()
+
+        def busy(subscription: Subscription) -> bool:
+            if subscription.handler is None:
+                return False
+            return subscription.inbox.running > (1 if subscription is own else 0)
+
+        if drain > 0:
+            self._wait_until(
+                lambda: not any(s.inbox.buffered or busy(s) for s in subscriptions),
+                start + drain,
+            )
+        for subscription in subscriptions:
+            subscription.inbox.stop()
+        self._wait_until(
+            lambda: not any(busy(s) for s in subscriptions), start + max(drain, HANDLER_GRACE)
+        )
+        self._flush_held()
+        slots = {s.id: self._state.forget(s) for s in subscriptions} if forget else {}
+        for subscription in subscriptions:
+            self._done_with_outstanding(subscription, handled=False, reason=reason)
+            self._release(subscription, subscription.inbox.close(), reason)
+            if busy(subscription):
+                _log.warning(
+                    "%s: the handler of subscription %s (%s) did not return within %g s; "
+                    "left running on its daemon thread, its message unacknowledged",
+                    self._name,
+                    subscription.id,
+                    subscription.destination,
+                    max(drain, HANDLER_GRACE),
+                )
+        for subscription_id, slot in slots.items():
+            if slot is not None:
+                self._unsubscribe_on(slot, subscription_id)
+
+    def _unsubscribe_on(self, slot: Slot, subscription_id: str) -> None:
+        self._state.call(slot, lambda session: session.unsubscribe(subscription_id))
+
+    def _wait_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Wait (clock time) until ``done()`` or ``deadline``; inboxes set ``_progress``."""
+        while True:
+            self._progress.clear()
+            if done():
+                return True
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                return False
+            self._clock.wait(self._progress, remaining)

@@ -1,0 +1,187 @@
+"""A subscription's buffer: what its broker delivered and nobody has handled or settled yet.
+
+The adapters' I/O threads put messages in; the subscription's handler worker (or the
+application, through ``receive()``) takes them out. The inbox itself never blocks the I/O thread
+and never drops a message: its bound is the broker's flow control. Every subscription goes on
+the wire with client acknowledgement and a prefetch, so the broker sends at most ``prefetch``
+messages that it has not seen settled; the engine settles a message only once it was handled
+(or hands it back), and so the inbox holds at most ``prefetch`` per session. A broker that
+ignores the window is reported once per session (``PrefetchExceeded``) and its messages are kept
+all the same: dropping one would lose it.
+
+Besides the buffer it counts, per delivering session, the messages not yet settled (buffered,
+running, or taken by the application and not acknowledged): ``in_flight`` and the prefetch
+check read that count. In ``client`` mode an acknowledgement is cumulative on the wire (it
+settles every earlier message of the subscription on that session), and the count follows it.
+
+Waits: the worker waits without a deadline (it ends when the inbox stops: close, drain,
+unsubscribe), ``receive(timeout)`` waits on the connection's clock.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from failover_client._clock import Clock
+
+if TYPE_CHECKING:
+    from failover_client.engine._subscriptions import Message
+
+__all__ = ["Inbox"]
+
+
+class Inbox:
+    """The bounded buffer of one subscription (see the module docstring)."""
+
+    def __init__(self, clock: Clock, prefetch: int, changed: Callable[[], None]) -> None:
+        self._clock = clock
+        self.prefetch = prefetch
+        self._changed = changed
+        """Told after every change a stopping connection waits for (taken, finished)."""
+        self._lock = threading.Lock()
+        self._waiters: set[threading.Event] = set()
+        self._items: collections.deque[Message] = collections.deque()
+        self._unsettled: dict[object, dict[Message, None]] = {}
+        """Per delivering session (its slot), the messages not settled yet, oldest first."""
+        self._warned: set[object] = set()
+        self._running = 0
+        self._taking = True
+        """False once stopped: takers get None, the worker ends."""
+        self._open = True
+        """False once the connection closed: late deliveries are not kept."""
+        self.last_delivery_at: float | None = None
+        self.handled = 0
+
+    # --- the I/O thread's side ---------------------------------------------------------------
+
+    def put(self, message: Message) -> tuple[bool, int | None]:
+        """Keep ``message``: (kept, how many its session holds if that first passed prefetch).
+
+        Not kept once closed (unsubscribed, drained): the caller hands it back to the broker.
+        """
+        slot = message.session
+        with self._lock:
+            if not self._open:
+                return False, None
+            self._items.append(message)
+            pending = self._unsettled.setdefault(slot, {})
+            pending[message] = None
+            self.last_delivery_at = self._clock.monotonic()
+            over = len(pending) > self.prefetch and slot not in self._warned
+            if over:
+                self._warned.add(slot)
+            self._wake_locked()
+            return True, (len(pending) if over else None)
+
+    # --- the takers' side --------------------------------------------------------------------
+
+    def take(self, timeout: float | None) -> Message | None:
+        """The oldest buffered message, waiting up to ``timeout`` (None: until stopped).
+
+        None when stopped, or on timeout. The taker calls :meth:`finish` once it handled it.
+        """
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        with self._lock:
+            while True:
+                if not self._taking:
+                    return None
+                if self._items:
+                    self._running += 1
+                    message = self._items.popleft()
+                    break
+                remaining = None if deadline is None else deadline - self._clock.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                event = threading.Event()
+                self._waiters.add(event)
+                self._lock.release()
+                try:
+                    # Ends: put() and stop() set every waiter; else the deadline (clock time).
+                    self._clock.wait(event, remaining)
+                finally:
+                    self._lock.acquire()
+                    self._waiters.discard(event)
+        self._changed()
+        return message
+
+    def finish(self, *, handled: bool = True) -> None:
+        """A taken message was handled (whatever its outcome), or handed back unhandled."""
+        with self._lock:
+            self._running -= 1
+            if handled:
+                self.handled += 1
+        self._changed()
+
+    def settled(self, message: Message, *, cumulative: bool) -> None:
+        """``message`` was acknowledged, rejected or released (or its ack dropped).
+
+        ``cumulative``: a ``client``-mode acknowledgement, which settles every earlier message
+        its session delivered on this subscription too (they are marked settled).
+        """
+        with self._lock:
+            pending = self._unsettled.get(message.session)
+            if pending is None or message not in pending:
+                return
+            if cumulative:
+                for earlier in list(pending):
+                    del pending[earlier]
+                    if earlier is message:
+                        break
+                    earlier.mark_settled()
+            else:
+                del pending[message]
+            if not pending:
+                del self._unsettled[message.session]
+        self._changed()
+
+    # --- stopping ----------------------------------------------------------------------------
+
+    def stop(self) -> list[Message]:
+        """Stop taking (the worker ends, ``receive`` returns None); the messages left."""
+        with self._lock:
+            self._taking = False
+            left = list(self._items)
+            self._items.clear()
+            self._wake_locked()
+        self._changed()
+        return left
+
+    def close(self) -> list[Message]:
+        """Stop for good: later deliveries are not kept. Returns what was still buffered."""
+        with self._lock:
+            self._open = False
+        return self.stop()
+
+    def resume(self) -> None:
+        """Take again (a drain that ended with the subscription still wanted)."""
+        with self._lock:
+            self._taking = True
+
+    # --- what the connection reads -----------------------------------------------------------
+
+    @property
+    def buffered(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return self._running
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(len(pending) for pending in self._unsettled.values())
+
+    @property
+    def taking(self) -> bool:
+        with self._lock:
+            return self._taking
+
+    def _wake_locked(self) -> None:
+        for event in self._waiters:
+            event.set()
