@@ -13,8 +13,8 @@ from failover_client.uri import BrokerAddress, FailoverOptions
 
 from failover_client import ConnectionClosed, SendTimeout
 from failover_client.adapter import ConfirmCallback, SubscriptionSpec
-from failover_client.engine._outbox import MessageIds
 from failover_client.engine._inbox import Inbox
+from failover_client.engine._outbox import MessageIds
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot

@@ -177,7 +177,8 @@ def test_handlers_run_on_a_worker_of_their_subscription():
         rig.conn.subscribe("/queue/in", lambda m: threads.put(threading.current_thread().name))
         rig.connector.session(A).deliver("sub-1", b"x")
         name = threads.get(timeout=5)
-        assert name.startswith("failover-client-") and name.endswith("-handler-sub-1")
+        assert name.startswith("failover-client-")
+        assert name.endswith("-handler-sub-1")
 
 
 def test_handler_may_close_the_connection():

@@ -139,21 +139,23 @@ class Inbox:
 
     # --- stopping ----------------------------------------------------------------------------
 
-    def stop(self) -> list[Message]:
-        """Stop taking (the worker ends, ``receive`` returns None); the messages left."""
+    def stop(self) -> None:
+        """Stop taking (the worker ends, ``receive`` returns None); deliveries are still kept."""
         with self._lock:
+            self._taking = False
+            self._wake_locked()
+        self._changed()
+
+    def close(self) -> list[Message]:
+        """Stop for good: later deliveries are not kept. Returns what was still buffered."""
+        with self._lock:
+            self._open = False
             self._taking = False
             left = list(self._items)
             self._items.clear()
             self._wake_locked()
         self._changed()
         return left
-
-    def close(self) -> list[Message]:
-        """Stop for good: later deliveries are not kept. Returns what was still buffered."""
-        with self._lock:
-            self._open = False
-        return self.stop()
 
     def resume(self) -> None:
         """Take again (a drain that ended with the subscription still wanted)."""

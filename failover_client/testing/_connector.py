@@ -84,7 +84,10 @@ class FakeConnector:
         auto_confirm: bool = True,
         refused_destinations: Iterable[str] = (),
         settings: ConnectorSettings | None = None,
+        flow_control: bool = True,
     ) -> None:
+        self.flow_control = flow_control
+        """Sessions keep each subscription's prefetch window (False: a broker that ignores it)."""
         self.settings = settings if settings is not None else ConnectorSettings()
         self._clock: Clock = clock or SystemClock()
         self.auto_confirm = auto_confirm
@@ -160,6 +163,7 @@ class FakeConnector:
             auto_confirm=self.auto_confirm,
             notify=self._notify,
             refused_destinations=self.refused_destinations,
+            flow_control=self.flow_control,
         )
         with self._lock:
             self.sessions.append(session)

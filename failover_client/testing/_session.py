@@ -6,10 +6,17 @@ fails: when the session dies (:meth:`FakeSession.kill`) every confirmation still
 completed with :class:`~failover_client.BrokerUnavailable` *before* ``on_lost`` is heard, once;
 :meth:`FakeSession.close` fails them too but reports no loss; afterwards every operation raises
 :class:`~failover_client.BrokerUnavailable`.
+
+It keeps a broker's flow control too: on a subscription with client acknowledgement it has at
+most ``spec.prefetch`` messages delivered and not settled (acknowledged, rejected or released;
+a ``client`` acknowledgement settles every earlier one). A message offered beyond that waits
+"on the broker" (:meth:`FakeSession.waiting`) and is delivered, on the thread that settled one,
+as the window opens. ``flow_control=False`` makes a broker that ignores the window.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
@@ -72,8 +79,10 @@ class FakeSession:
         auto_confirm: bool,
         notify: Callable[[], None] | None = None,
         refused_destinations: frozenset[str] = frozenset(),
+        flow_control: bool = True,
     ) -> None:
         self._address = address
+        self.flow_control = flow_control
         self.listener = listener
         self.auto_confirm = auto_confirm
         self.refused_destinations = refused_destinations
@@ -92,6 +101,14 @@ class FakeSession:
         self.closed = False
         """True once :meth:`close` was called (also after a kill)."""
         self._tags = itertools.count(1)
+        self._unsettled: dict[str, list[str | None]] = {}
+        """Per subscription, the ack ids delivered and not settled, oldest first."""
+        self._waiting: dict[str, list[Received]] = {}
+        """Per subscription, messages offered past the window: still on the broker."""
+        self._outbound: collections.deque[Received] = collections.deque()
+        self._delivering = threading.RLock()
+        self.most_unsettled = 0
+        """The most messages any subscription had delivered and unsettled at once."""
 
     @property
     def address(self) -> BrokerAddress:
@@ -150,25 +167,87 @@ class FakeSession:
             self._check_alive()
             self.subscriptions.pop(subscription_id, None)
             self.unsubscribed.append(subscription_id)
+            # Unsettled and waiting messages go back to the broker's queue.
+            self._unsettled.pop(subscription_id, None)
+            self._waiting.pop(subscription_id, None)
         self._notify()
 
     def ack(self, message: Received) -> None:
         with self._lock:
             self._check_alive()
             self.acks.append(message)
+            ready = self._settle_locked(message, cumulative=True)
         self._notify()
+        self._send(ready)
 
     def nack(self, message: Received) -> None:
         with self._lock:
             self._check_alive()
             self.nacks.append(message)
+            ready = self._settle_locked(message, cumulative=True)
         self._notify()
+        self._send(ready)
 
     def release(self, message: Received) -> None:
         with self._lock:
             self._check_alive()
             self.releases.append(message)
+            ready = self._settle_locked(message, cumulative=False)
         self._notify()
+        self._send(ready)
+
+    def _settle_locked(self, message: Received, *, cumulative: bool) -> list[Received]:
+        """Settle ``message`` (and, ``client`` mode, the earlier ones); what may go now."""
+        subscription_id = message.subscription_id
+        pending = self._unsettled.get(subscription_id, [])
+        if message.ack_id in pending:
+            spec = self.subscriptions.get(subscription_id)
+            index = pending.index(message.ack_id)
+            if cumulative and spec is not None and spec.ack == "client":
+                del pending[: index + 1]
+            else:
+                del pending[index]
+        return self._admit_locked(subscription_id)
+
+    def _admit_locked(self, subscription_id: str) -> list[Received]:
+        """Messages waiting on the broker that fit the window now (marked delivered)."""
+        waiting = self._waiting.get(subscription_id, [])
+        ready: list[Received] = []
+        while waiting and self._fits_locked(subscription_id):
+            ready.append(self._delivered_locked(waiting.pop(0)))
+        return ready
+
+    def _fits_locked(self, subscription_id: str) -> bool:
+        spec = self.subscriptions.get(subscription_id)
+        if spec is None:
+            return False
+        if spec.ack == "auto" or not self.flow_control:
+            return True
+        return len(self._unsettled.get(subscription_id, [])) < spec.prefetch
+
+    def _delivered_locked(self, received: Received) -> Received:
+        spec = self.subscriptions[received.subscription_id]
+        if spec.ack != "auto":
+            pending = self._unsettled.setdefault(received.subscription_id, [])
+            pending.append(received.ack_id)
+            self.most_unsettled = max(self.most_unsettled, len(pending))
+        return received
+
+    def _send(self, ready: list[Received]) -> None:
+        """Hand ``ready`` to the listener in the broker's order, one thread at a time.
+
+        A real adapter delivers on its one I/O thread; here the test's thread and a thread
+        that settled a message may both deliver, so they take turns over one queue.
+        """
+        with self._lock:
+            self._outbound.extend(ready)
+        with self._delivering:
+            while True:
+                with self._lock:
+                    if not self._outbound:
+                        return
+                    received = self._outbound.popleft()
+                self.listener.on_message(self, received)
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
         return f"/temp-queue/{name}", {}
@@ -276,7 +355,11 @@ class FakeSession:
         redelivered: bool = False,
         destination: str | None = None,
     ) -> Received:
-        """Deliver a message to a subscription of this session (on the calling thread)."""
+        """Offer a message to a subscription of this session.
+
+        Delivered on the calling thread if the subscription's window has room, else kept
+        waiting on the broker until a settlement opens it (see the module docstring).
+        """
         with self._lock:
             spec = self.subscriptions.get(subscription_id)
             if spec is None:
@@ -290,8 +373,20 @@ class FakeSession:
                 ack_id=f"{self._address.key}/{next(self._tags)}",
                 redelivered=redelivered,
             )
-        self.listener.on_message(self, received)
+            self._waiting.setdefault(subscription_id, []).append(received)
+            ready = self._admit_locked(subscription_id)
+        self._send(ready)
         return received
+
+    def unsettled(self, subscription_id: str) -> int:
+        """Messages delivered to ``subscription_id`` and not yet settled (client modes)."""
+        with self._lock:
+            return len(self._unsettled.get(subscription_id, []))
+
+    def waiting(self, subscription_id: str) -> int:
+        """Messages offered to ``subscription_id`` and still on the broker (window full)."""
+        with self._lock:
+            return len(self._waiting.get(subscription_id, []))
 
     def advertise(
         self,

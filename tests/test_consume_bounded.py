@@ -1,0 +1,149 @@
+"""Bounded consumption: the prefetch window, handler workers, handler errors, PrefetchExceeded.
+
+The fake broker keeps each subscription's window as a real one does (what it offers beyond
+``prefetch`` unsettled messages waits "on the broker"), so these tests show what the client
+holds whatever the handler's speed.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from test_manager_support import A, make, running
+
+from failover_client._events import HandlerError, PrefetchExceeded
+from failover_client.engine._subscriptions import Message
+
+
+def test_a_slow_handler_leaves_the_backlog_on_the_broker() -> None:
+    rig = make((A,))
+    gate = threading.Event()
+    seen_in_flight: list[int] = []
+    handled: list[bytes] = []
+
+    def slow(message: Message) -> None:
+        gate.wait(5)  # the test opens it once it looked at the window
+        seen_in_flight.append(message.subscription.in_flight)
+        handled.append(message.body)
+
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/in", slow, id="s1", prefetch=5)
+        session = rig.connector.session(A)
+        assert session.subscriptions["s1"].ack == "client-individual"
+        assert session.subscriptions["s1"].prefetch == 5
+        for number in range(50):
+            session.deliver("s1", b"%d" % number)
+        assert session.unsettled("s1") == 5
+        assert session.waiting("s1") == 45  # still on the broker
+        assert subscription.in_flight == 5
+        assert subscription.last_delivery_at == rig.clock.monotonic()
+        gate.set()
+        assert rig.connector.wait_until(lambda: len(session.acks) == 50)
+        assert handled == [b"%d" % n for n in range(50)]  # in order, every one
+        assert session.most_unsettled == 5
+        assert max(seen_in_flight) <= 5
+        assert subscription.handled == 50
+        assert rig.connector.wait_until(lambda: subscription.in_flight == 0)
+
+
+def test_the_connection_default_prefetch_comes_from_the_options() -> None:
+    rig = make((A,), consumer_prefetch=7, consumer_prefetch_bytes=4096)
+    with running(rig):
+        rig.conn.subscribe("/queue/in", print, id="s1", ack="client")
+        rig.conn.subscribe("/queue/in", print, id="s2", prefetch=3, prefetch_bytes=0)
+        specs = rig.connector.session(A).subscriptions
+        assert (specs["s1"].ack, specs["s1"].prefetch, specs["s1"].prefetch_bytes) == (
+            "client",
+            7,
+            4096,
+        )
+        assert (specs["s2"].prefetch, specs["s2"].prefetch_bytes) == (3, 0)
+
+
+def test_a_slow_subscription_does_not_delay_another() -> None:
+    rig = make((A,))
+    gate = threading.Event()
+    fast: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    slow_started = threading.Event()
+
+    def slow(message: Message) -> None:
+        slow_started.set()
+        gate.wait(5)
+
+    with running(rig):
+        rig.conn.subscribe("/queue/slow", slow, id="slow")
+        rig.conn.subscribe("/queue/fast", lambda m: fast.put(m.body), id="fast")
+        session = rig.connector.session(A)
+        session.deliver("slow", b"s1")
+        session.deliver("slow", b"s2")
+        assert slow_started.wait(5)
+        for number in range(3):
+            session.deliver("fast", b"f%d" % number)
+        # Handled while the slow handler still blocks.
+        assert [fast.get(timeout=5) for _ in range(3)] == [b"f0", b"f1", b"f2"]
+        assert not gate.is_set()
+        assert rig.connector.wait_until(
+            lambda: sorted(m.body for m in session.acks) == [b"f0", b"f1", b"f2"]
+        )
+        gate.set()
+        assert rig.connector.wait_until(lambda: len(session.acks) == 5)
+
+
+def test_a_handler_that_raises_is_reported_its_message_rejected_and_the_rest_handled() -> None:
+    rig = make((A,))
+    handled: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+    def handler(message: Message) -> None:
+        if message.body == b"bad":
+            raise ValueError("cannot parse")
+        handled.put(message.body)
+
+    with running(rig):
+        for sub_id, ack in (("auto", "auto"), ("individual", "client-individual")):
+            rig.conn.subscribe(f"/queue/{sub_id}", handler, id=sub_id, ack=ack)  # type: ignore[arg-type]
+        session = rig.connector.session(A)
+        session.deliver("auto", b"bad", message_id="ID:1")
+        session.deliver("auto", b"good")
+        session.deliver("individual", b"bad", message_id="ID:2")
+        error = rig.events.wait_for(HandlerError)
+        assert isinstance(error.error, ValueError)
+        assert {handled.get(timeout=5)} == {b"good"}
+        assert rig.connector.wait_until(lambda: len(session.nacks) == 2)
+        assert sorted(m.message_id or "" for m in session.nacks) == ["ID:1", "ID:2"]
+        assert [m.body for m in session.acks] == [b"good"]  # the bad ones never acknowledged
+        assert rig.events.wait_for(HandlerError, count=2)
+        assert rig.conn.stats()["handler_errors"] == 2
+
+
+def test_a_handler_that_settles_its_message_itself_is_not_settled_again() -> None:
+    rig = make((A,))
+
+    def handler(message: Message) -> None:
+        message.nack()
+        raise RuntimeError("after the nack")
+
+    with running(rig):
+        rig.conn.subscribe("/queue/in", handler, id="s1")
+        session = rig.connector.session(A)
+        session.deliver("s1", b"x")
+        rig.events.wait_for(HandlerError)
+        assert rig.connector.wait_until(lambda: len(session.nacks) == 1)
+        assert session.acks == []
+
+
+def test_a_broker_that_ignores_the_window_is_reported_once_and_nothing_is_dropped() -> None:
+    rig = make((A,))
+    rig.connector.flow_control = False
+    gate = threading.Event()
+    with running(rig):
+        rig.conn.subscribe("/queue/in", lambda m: gate.wait(5), id="s1", prefetch=2)
+        session = rig.connector.session(A)
+        for number in range(6):
+            session.deliver("s1", b"%d" % number)
+        event = rig.events.wait_for(PrefetchExceeded)
+        assert event == PrefetchExceeded("s1", "stomp://a:61613", 3, 2)
+        gate.set()
+        assert rig.connector.wait_until(lambda: len(session.acks) == 6)
+        assert [m.body for m in session.acks] == [b"%d" % n for n in range(6)]
+        assert len(rig.events.of_type(PrefetchExceeded)) == 1
