@@ -2,13 +2,15 @@
 
 The pieces (each in its own module): the broker pool (``_pool``), the policy and tiers that order
 brokers (``policies``, ``_placement``), the reconnect schedule (``_schedule``), the reconnect
-loop (``_loop``, ``_dial``), the connection state with subscriptions and acks (``_state``,
-``_subscriptions``), the send path and its outbox (``_sender``, ``_outbox``), standbys
+loop (``_loop``, ``_dial``), the connection state (``_state``), consumption: subscriptions,
+their bounded buffers, handlers, acks, drain (``_subscriptions``, ``_inbox``, ``_consumers``,
+``_consuming``), the send path and its outbox (``_sender``, ``_outbox``), standbys
 (``_standby``), events and the dispatch thread (``_events``, ``_dispatch``), the choice of
 adapter (``_adapters``). This module wires them together and is the application's API.
 
 Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
-(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`. None of
+(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`, and
+one handler worker per callback subscription (``failover-client-N-handler-ID``). None of
 them holds the facade (``_lifetime``): a connection dropped unclosed is closed by its finalizer,
 and a forked child cannot use its parent's connection.
 """

@@ -182,7 +182,12 @@ class Consumers:
             self._emit(PrefetchExceeded(subscription.id, slot.broker, held, subscription.prefetch))
 
     def _release_received(self, slot: Slot, received: Received) -> None:
-        self._state.call(slot, lambda session: session.release(received))
+        try:
+            self._state.call(slot, lambda session: session.release(received))
+        except (AttributeError, NotImplementedError) as exc:
+            # An adapter written before Session.release existed: writing nothing is a release
+            # too, only later: the broker returns the message when the session ends.
+            _log.warning("%s cannot release a message (%s); returned at session end", slot, exc)
 
     # --- handlers (workers) ------------------------------------------------------------------
 

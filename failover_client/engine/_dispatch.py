@@ -1,9 +1,11 @@
-"""The dispatch thread: runs message handlers and event listeners, one at a time, in order.
+"""The dispatch thread: runs event listeners, one at a time, in order.
 
-Handlers do not run on the adapter's I/O thread because a handler that blocks (or sends and waits
-for a confirmation that the same I/O thread must read) would stall heart-beats and deadlock; and
-not on the reconnect loop's thread because a slow handler must not delay a fail-over. One thread
-for both keeps events and messages in the order they happened.
+Listeners do not run on the adapter's I/O thread because one that blocks (or sends and waits for
+a confirmation that the same I/O thread must read) would stall heart-beats and deadlock; and not
+on the reconnect loop's thread because a slow listener must not delay a fail-over. Message
+handlers run on their subscriptions' workers (:mod:`~failover_client.engine._consumers`), so a
+slow handler delays no event; the thread also hands back the odd message that arrived for a
+subscription already gone.
 """
 
 from __future__ import annotations

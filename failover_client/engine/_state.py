@@ -1,7 +1,7 @@
 """The state of one failover connection: which sessions it holds and what each one carries.
 
-Application threads (send, subscribe, ack, close), adapter I/O threads (confirmations, messages,
-losses), the dispatch thread (handlers) and the reconnect loop all meet here, under one lock
+Application threads (send, subscribe, ack, close), adapter I/O threads (confirmations,
+losses), handler workers (acks) and the reconnect loop all meet here, under one lock
 (:class:`ClockCondition`, so waits run on the injected clock). The data is cut where it is owned,
 and each owner offers operations, never its fields:
 
