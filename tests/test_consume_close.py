@@ -14,7 +14,7 @@ import pytest
 from test_manager_support import A, B, in_thread, make, running
 
 from failover_client import ConfigurationError
-from failover_client._events import FailedOver, MessagesReleased
+from failover_client._events import FailedOver, MessagesReleased, SubscriptionFailed
 from failover_client.engine._subscriptions import Message
 
 
@@ -154,3 +154,34 @@ def test_drain_and_close_check_their_seconds() -> None:
         with pytest.raises(ConfigurationError, match="drain"):
             rig.conn.close(drain="soon")  # type: ignore[arg-type]
         assert rig.conn.state == "connected"
+
+
+def test_close_ends_every_handler_worker_also_of_a_refused_subscription() -> None:
+    rig = make((A,))
+    rig.connector.refused_destinations = frozenset({"/queue/forbidden"})
+    with running(rig):
+        rig.conn.subscribe("/queue/in", print, id="ok")
+        refused = rig.conn.subscribe("/queue/forbidden", print, id="refused")
+        rig.events.wait_for(SubscriptionFailed)
+        assert refused.error is not None
+        workers = [_worker("ok"), _worker("refused")]
+        rig.conn.close()
+        for worker in workers:
+            worker.join(5)
+            assert not worker.is_alive()
+
+
+def test_close_with_an_unbounded_drain_waits_for_the_buffer() -> None:
+    rig = make((A,))
+    gate = threading.Event()
+    with running(rig):
+        rig.conn.subscribe("/queue/in", lambda m: gate.wait(5), id="s1")
+        session = rig.connector.session(A)
+        for number in range(3):
+            session.deliver("s1", b"%d" % number)
+        closing = in_thread(rig, lambda: rig.conn.close(drain=None))  # type: ignore[arg-type]
+        assert rig.clock.wait_for_waiters(1)
+        assert not closing.done.is_set()
+        gate.set()
+        assert closing.done.wait(5)
+        assert [m.body for m in session.acks] == [b"0", b"1", b"2"]

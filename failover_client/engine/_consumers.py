@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import functools
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
@@ -376,7 +377,18 @@ class Consumers:
             self._progress.clear()
             if done():
                 return True
+            if math.isinf(deadline):  # close(drain=None): as long as it takes
+                self._clock.wait(self._progress, None)  # ends: a buffer or handler moved on
+                continue
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 return False
             self._clock.wait(self._progress, remaining)
+
+    def close(self) -> None:
+        """After the sessions closed: end every worker, also of subscriptions gone meanwhile
+        (refused by a broker, or added while the stop ran); late deliveries are not kept."""
+        with self._lock:
+            orphans = list(self._workers.values())
+        for subscription in (*self._state.keeper.all(), *orphans):
+            subscription.inbox.close()

@@ -198,6 +198,7 @@ class Parts:
         if self.state.snapshot()[0] != "closed":
             self.consumers.stop(drain, reason="close", forget=False)
         self.state.close()
+        self.consumers.close()
         self.stop_sources()
         # After the state closed: its stop event keeps the loop from starting another
         # connect; cancelling cuts the one under way.

@@ -98,7 +98,11 @@ class Consumer:
         for destination in self._options.destinations:
             # Subscribed before connect: nothing the broker delivers at once is missed.
             subscription = self._connection.subscribe(
-                destination, self._arrive, ack="client-individual", headers=headers
+                destination,
+                self._arrive,
+                ack="client-individual",
+                headers=headers,
+                prefetch=prefetch(self._options),
             )
             self._subscriptions.append(subscription)
         self._connection.connect()
@@ -114,7 +118,7 @@ class Consumer:
                 )
 
     def _arrive(self, message: Message) -> None:
-        # Dispatch thread: keep it short, the next delivery waits behind it.
+        # The subscription's handler worker: keep it short, the next delivery waits behind it.
         with self._lock:
             self._buffer.append(message)
             self._arrived.set()
