@@ -147,3 +147,34 @@ def test_a_broker_that_ignores_the_window_is_reported_once_and_nothing_is_droppe
         assert rig.connector.wait_until(lambda: len(session.acks) == 6)
         assert [m.body for m in session.acks] == [b"%d" % n for n in range(6)]
         assert len(rig.events.of_type(PrefetchExceeded)) == 1
+
+
+def test_a_handler_may_unsubscribe_its_own_subscription_after_its_ack() -> None:
+    rig = make((A,))
+    gate = threading.Event()
+
+    def handler(message: Message) -> None:
+        gate.wait(5)  # the test buffers the rest first
+        if message.body == b"stop":
+            message.subscription.unsubscribe()
+
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/in", handler, id="s1")
+        assert subscription.active
+        session = rig.connector.session(A)
+        acks_at_unsubscribe: list[int] = []
+        unsubscribe = session.unsubscribe
+
+        def recording(subscription_id: str) -> None:
+            acks_at_unsubscribe.append(len(session.acks))
+            unsubscribe(subscription_id)
+
+        session.unsubscribe = recording  # type: ignore[method-assign]
+        for body in (b"a", b"stop", b"c", b"d"):
+            session.deliver("s1", body)
+        gate.set()
+        assert rig.connector.wait_until(lambda: session.unsubscribed == ["s1"])
+        assert acks_at_unsubscribe == [2]  # "a" and "stop" acknowledged first
+        assert [m.body for m in session.acks] == [b"a", b"stop"]
+        assert [m.body for m in session.releases] == [b"c", b"d"]
+        assert not subscription.active
