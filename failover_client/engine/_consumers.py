@@ -188,7 +188,9 @@ class Consumers:
         except (AttributeError, NotImplementedError) as exc:
             # An adapter written before Session.release existed: writing nothing is a release
             # too, only later: the broker returns the message when the session ends.
-            _log.warning("%s cannot release a message (%s); returned at session end", slot, exc)
+            _log.warning(
+                "%s cannot release a message (%s); returned at session end", slot.broker, exc
+            )
 
     # --- handlers (workers) ------------------------------------------------------------------
 
