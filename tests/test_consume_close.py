@@ -185,3 +185,30 @@ def test_close_with_an_unbounded_drain_waits_for_the_buffer() -> None:
         gate.set()
         assert closing.done.wait(5)
         assert [m.body for m in session.acks] == [b"0", b"1", b"2"]
+
+
+def test_drain_from_a_handler_unsubscribes_its_subscription_after_its_ack() -> None:
+    rig = make((A,))
+    drained = threading.Event()
+
+    def handler(message: Message) -> None:
+        if message.body == b"drain":
+            rig.conn.drain(5)
+            drained.set()
+
+    with running(rig):
+        rig.conn.subscribe("/queue/in", handler, id="s1")
+        session = rig.connector.session(A)
+        acks_at_unsubscribe: list[int] = []
+        unsubscribe = session.unsubscribe
+
+        def recording(subscription_id: str) -> None:
+            acks_at_unsubscribe.append(len(session.acks))
+            unsubscribe(subscription_id)
+
+        session.unsubscribe = recording  # type: ignore[method-assign]
+        session.deliver("s1", b"drain")
+        assert drained.wait(5)
+        assert rig.connector.wait_until(lambda: session.unsubscribed == ["s1"])
+        assert acks_at_unsubscribe == [1]
+        assert [m.body for m in session.acks] == [b"drain"]

@@ -367,7 +367,12 @@ class Consumers:
                     max(drain, HANDLER_GRACE),
                 )
         for subscription_id, slot in slots.items():
-            if slot is not None:
+            if slot is None:
+                continue
+            if own is not None and own.id == subscription_id:
+                with self._lock:  # drain() from its own handler: after that handler's ack
+                    self._unsubscribe_after[subscription_id] = slot
+            else:
                 self._unsubscribe_on(slot, subscription_id)
 
     def _unsubscribe_on(self, slot: Slot, subscription_id: str) -> None:
