@@ -113,3 +113,14 @@ def test_receive_is_for_pull_subscriptions_and_checks_its_timeout() -> None:
         pulled = rig.conn.subscribe("/queue/in", id="p1")
         with pytest.raises(ConfigurationError, match="timeout"):
             pulled.receive(-1)
+
+
+def test_iteration_ends_when_a_broker_refuses_the_subscription() -> None:
+    rig = make((A,), auto_confirm=False)
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/bad", id="p1")
+        iterating = in_thread(rig, lambda: list(subscription))
+        rig.connector.session(A).refuse_subscription("p1", "no such queue")
+        assert iterating.done.wait(5)
+        assert iterating.value == []
+        assert subscription.error is not None

@@ -215,6 +215,7 @@ class FailoverConnection(Consuming):
             dispatcher=self._dispatcher,
             name=f"failover-client-{number}",
         )
+        emit.observer = self._consumers.observe
         router = SlotRouter(
             state=self._state,
             consumers=self._consumers,

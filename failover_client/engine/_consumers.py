@@ -47,6 +47,7 @@ from failover_client._events import (
     HandlerError,
     MessagesReleased,
     PrefetchExceeded,
+    SubscriptionFailed,
 )
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._arguments import check_timeout
@@ -88,6 +89,8 @@ class Consumers:
         self._progress = threading.Event()
         """Set when a buffer or a handler moved on (what a stop waits for)."""
         self._workers: dict[threading.Thread, Subscription] = {}
+        self._subscriptions: dict[str, Subscription] = {}
+        """By id, the subscriptions made here and not yet unsubscribed, drained or refused."""
         self._unsubscribe_after: dict[str, Slot] = {}
         """UNSUBSCRIBEs asked by a handler of the subscription itself: written after its ack."""
 
@@ -118,6 +121,8 @@ class Consumers:
         inbox = Inbox(self._clock, prefetch, self._progress.set)
         subscription = Subscription(spec, handler, self, inbox, ack=ack)
         self._state.subscribe(subscription)
+        with self._lock:
+            self._subscriptions[spec.id] = subscription
         if handler is not None:
             worker = threading.Thread(
                 target=self._work,
@@ -130,6 +135,20 @@ class Consumers:
             worker.start()
         return subscription
 
+    def observe(self, event: Event) -> None:
+        """A subscription a broker refused is gone: end its worker and its pull consumers."""
+        if isinstance(event, SubscriptionFailed):
+            with self._lock:
+                subscription = self._subscriptions.get(event.subscription_id)
+            if subscription is not None and subscription.error is not None:
+                self._forget(subscription)
+                subscription.inbox.close()
+
+    def _forget(self, subscription: Subscription) -> None:
+        with self._lock:
+            if self._subscriptions.get(subscription.id) is subscription:
+                del self._subscriptions[subscription.id]
+
     def wait_active(self, subscription: Subscription, timeout: float | None) -> None:
         self._state.wait_active(subscription, timeout)
 
@@ -139,6 +158,7 @@ class Consumers:
     def unsubscribe(self, subscription: Subscription) -> None:
         """Stop taking, let the running handler finish (up to 1 s), hand back the rest."""
         slot = self._state.forget(subscription)
+        self._forget(subscription)
         inbox = subscription.inbox
         inbox.stop()
         own = self._own_subscription() is subscription
@@ -354,6 +374,8 @@ class Consumers:
         )
         self._flush_held()
         slots = {s.id: self._state.forget(s) for s in subscriptions} if forget else {}
+        for subscription in subscriptions if forget else ():
+            self._forget(subscription)
         for subscription in subscriptions:
             self._done_with_outstanding(subscription, handled=False, reason=reason)
             self._release(subscription, subscription.inbox.close(), reason)

@@ -83,13 +83,19 @@ class ProcessGuard:
 class Emitter:
     """Hands an event to the listeners on the dispatch thread (what ``emit`` callers hold)."""
 
-    __slots__ = ("_dispatcher", "_listeners")
+    __slots__ = ("_dispatcher", "_listeners", "observer")
 
     def __init__(self, dispatcher: Dispatcher, listeners: ListenerSet) -> None:
         self._dispatcher = dispatcher
         self._listeners = listeners
+        self.observer: Callable[[Event], None] | None = None
+        """The connection's own reaction to an event, on the emitting thread, before the
+        listeners hear it (the consumers end a refused subscription's buffer)."""
 
     def __call__(self, event: Event) -> None:
+        observer = self.observer
+        if observer is not None:
+            observer(event)
         self._dispatcher.submit(functools.partial(self._listeners.deliver, event))
 
 
