@@ -10,9 +10,9 @@ from __future__ import annotations
 import queue
 import threading
 
-from test_manager_support import A, make, running
+from test_manager_support import A, B, make, running
 
-from failover_client._events import HandlerError, PrefetchExceeded
+from failover_client._events import AckDropped, FailedOver, HandlerError, PrefetchExceeded
 from failover_client.engine._subscriptions import Message
 
 
@@ -178,3 +178,31 @@ def test_a_handler_may_unsubscribe_its_own_subscription_after_its_ack() -> None:
         assert [m.body for m in session.acks] == [b"a", b"stop"]
         assert [m.body for m in session.releases] == [b"c", b"d"]
         assert not subscription.active
+
+
+def test_messages_of_a_session_that_died_are_still_handled_and_their_acks_dropped() -> None:
+    rig = make((A, B))
+    gate = threading.Event()
+    handled: list[bytes] = []
+
+    def handler(message: Message) -> None:
+        # Blocks through the clock: a worker runs on the clock's time, and the fail-over
+        # below needs virtual time to pass while it waits.
+        rig.clock.wait(gate, None)
+        handled.append(message.body)
+
+    with running(rig):
+        subscription = rig.conn.subscribe("/queue/in", handler, id="s1")
+        old = rig.connector.session(A)
+        old.deliver("s1", b"1")
+        old.deliver("s1", b"2")
+        rig.connector.behave(A, "refuse")
+        old.kill()
+        rig.events.wait_for(FailedOver)
+        gate.set()
+        dropped = rig.events.wait_for(AckDropped, count=2)
+        assert dropped.subscription_id == "s1"
+        assert handled == [b"1", b"2"]
+        assert old.acks == []
+        assert rig.connector.session(B).acks == []
+        assert subscription.in_flight == 0

@@ -19,7 +19,10 @@ handler delays neither listeners nor confirmations, nor heart-beats (the I/O thr
 
 A worker runs on the connection's clock for its whole life (waiting for messages through it),
 so a virtual clock only moves while every worker waits: a handler is never cut short by a
-jump of time.
+jump of time, and a stop's deadlines are exact. The price, in tests on a virtual clock: a
+handler that blocks outside the clock (a plain ``Event.wait``) stops virtual time while it
+blocks, reconnect delays included; block through the clock (``clock.wait(event, None)``) or
+move it by hand.
 
 Stopping (``close(drain=...)``, ``drain()``, an unsubscribe) follows one order: hold the
 acknowledgements (none is written, so the broker's window stays full and it sends nothing

@@ -10,6 +10,10 @@
 * :mod:`failover_client.testing.brokers`: real brokers (ActiveMQ Classic, RabbitMQ, Artemis)
   started, killed, hung and restarted for your own tests, and an opt-in pytest plugin.
 
+A subscription's handler runs on a worker thread registered with the connection's clock, so
+on a :class:`FakeClock` virtual time waits for a running handler: a handler that blocks in a
+test should block through the clock (``clock.wait(event, None)``), or the test moves time.
+
 The helpers that wait for a background thread (``wait_for_*``) use *real* timeouts only as a
 safety net against a hung test; they return as soon as the condition holds.
 """
