@@ -205,7 +205,10 @@ class Subscription:
 
     @property
     def in_flight(self) -> int:
-        """Messages delivered and not yet settled: buffered, being handled, or held unacked."""
+        """Messages delivered and not yet settled: buffered, being handled, or held unacked.
+
+        Per session at most ``prefetch`` (the broker's window). A message of a session that
+        died counts until it is handled or acknowledged (its ack is dropped then)."""
         return self.inbox.in_flight
 
     @property
