@@ -30,6 +30,7 @@ from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, ListenerSet
 from failover_client.adapter import AdvertisedBrokers, Received
+from failover_client.engine._canary import Canary
 from failover_client.engine._dial import Dialer
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._loop import ReconnectLoop
@@ -106,8 +107,10 @@ class SlotRouter:
         topology: TopologyHub,
         pool: BrokerPool,
         redirects: Redirects,
+        canary: Canary | None = None,
     ) -> None:
         self._state = state
+        self._canary = canary
         self._dispatcher = dispatcher
         self._topology = topology
         self._pool = pool
@@ -121,6 +124,8 @@ class SlotRouter:
             return Slot(self._numbers, address)
 
     def _slot_message(self, slot: Slot, message: Received) -> None:
+        if self._canary is not None and self._canary.on_message(slot, message):
+            return  # handled here, on the adapter's thread: never behind a slow handler
         self._dispatcher.submit(functools.partial(self._state.deliver, slot, message))
 
     def _slot_lost(self, slot: Slot, cause: BaseException) -> None:

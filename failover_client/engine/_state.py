@@ -251,6 +251,7 @@ class ConnectionState:
             return
         message = Message(received, subscription, slot, self)
         subscription.delivered += 1
+        subscription.last_delivery_at = self.clock.monotonic()
         try:
             subscription.handler(message)
         except Exception as exc:  # noqa: BLE001 - a handler must not kill the dispatch thread

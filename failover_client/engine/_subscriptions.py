@@ -119,6 +119,8 @@ class Subscription:
         self.handler = handler
         self._router = router
         self.delivered = 0
+        self.last_delivery_at: float | None = None
+        """``clock.monotonic()`` when its last message arrived (None: none yet)."""
         self.error: BaseException | None = None
         """Why the broker refused it (a :class:`~failover_client.SubscriptionRefused`); once
         set, the subscription is gone: not active, never restored."""
