@@ -61,6 +61,10 @@ class CanaryReading:
     """Seconds the last canary took to come back (None: none came back on this session)."""
     back_at: float | None
     """``clock.monotonic()`` when it came back."""
+    sent: int = 0
+    """Canaries sent over the connection's life (every session)."""
+    back: int = 0
+    """Canaries that came back."""
 
 
 class Canary:
@@ -97,6 +101,7 @@ class Canary:
         self._numbers = 0
         self._round_trip: float | None = None
         self._back_at: float | None = None
+        self._sent = self._back = 0
 
     @classmethod
     def for_state(cls, state: ConnectionState, emit: Callable[[Event], None]) -> Canary:
@@ -137,7 +142,7 @@ class Canary:
 
     def reading(self) -> CanaryReading:
         with self._lock:
-            return CanaryReading(self._round_trip, self._back_at)
+            return CanaryReading(self._round_trip, self._back_at, self._sent, self._back)
 
     # --- what the reconnect loop performs ----------------------------------------------------
 
@@ -148,6 +153,7 @@ class Canary:
             spec = self._spec
             if started and spec is not None:
                 self._numbers += 1
+                self._sent += 1
                 number = self._numbers
                 self._owed.append((number, now))
                 self._next_due = now + self.interval
@@ -200,6 +206,7 @@ class Canary:
             while self._owed and self._owed[0][0] <= number:
                 sent_at = self._owed.popleft()[1]
             if sent_at is not None:
+                self._back += 1
                 self._round_trip = now - sent_at
                 self._back_at = now
         return True
