@@ -22,6 +22,7 @@ in front of another protocol) stops filtering and passes everything through.
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 __all__ = ["AmqpDeliveryFilter", "DeliveryFilter", "StompDeliveryFilter", "delivery_filter_for"]
@@ -31,6 +32,8 @@ _STOMP_COMMANDS = frozenset((b"CONNECTED", b"MESSAGE", b"RECEIPT", b"ERROR"))
 _LONGEST_COMMAND = max(map(len, _STOMP_COMMANDS)) + 1  # with a CR
 _MAX_HEAD = 1 << 20
 """A STOMP command and headers longer than this are no STOMP a broker sends: stop filtering."""
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+"""The end of a STOMP frame's headers (one search that stops at the first)."""
 _AMQP_HEADER = b"AMQP"
 _TRANSFER = 0x14
 """The descriptor code of the ``transfer`` performative."""
@@ -124,11 +127,20 @@ class StompDeliveryFilter:
     def _read_head(self, data: bytes, i: int, out: bytearray) -> int:
         head = self._head
         before = len(head)
-        head += data[i:]
-        blank = _blank_line(head, max(0, before - 2))
-        if blank is not None:
-            del head[blank[1] :]
-        taken = len(head) - before
+        # Only the head is copied (a chunk holds many frames): its end is searched in the
+        # chunk, and across the cut in the head's last two bytes and the chunk's first three.
+        end = None
+        tail = bytes(head[-2:])
+        if tail:
+            across = _blank_line(tail + data[i : i + 3], 0)
+            if across is not None:
+                end = i + across[1] - len(tail)
+        if end is None:
+            within = _blank_line(data, i)
+            end = None if within is None else within[1]
+        taken = (len(data) if end is None else end) - i
+        head += data[i : i + taken]
+        blank = None if end is None else _blank_line(head, max(0, before - 2))
         frame = self._frame
         frame.emit(out, data[i : i + taken])
         line_end = head.find(b"\n")
@@ -167,15 +179,10 @@ class StompDeliveryFilter:
         return i + take
 
 
-def _blank_line(buf: bytearray, start: int) -> tuple[int, int] | None:
+def _blank_line(buf: bytes | bytearray, start: int) -> tuple[int, int] | None:
     """(end of the headers, start of the body) at the first blank line from ``start``."""
-    lf = buf.find(b"\n\n", start)
-    crlf = buf.find(b"\n\r\n", start)
-    if lf < 0 and crlf < 0:
-        return None
-    if crlf < 0 or (0 <= lf < crlf):
-        return lf, lf + 2
-    return crlf, crlf + 3
+    found = _BLANK_LINE.search(buf, start)
+    return None if found is None else (found.start(), found.end())
 
 
 def _content_length(headers: bytes) -> int | None:
