@@ -15,6 +15,7 @@ from failover_client import (
     FailoverConnection,
     Health,
     Message,
+    PriorityRestored,
     SessionDeaf,
     SubscriptionHealth,
 )
@@ -234,5 +235,34 @@ def test_health_is_ready_once_connected_and_every_subscription_confirmed() -> No
         )
         session.kill()
         assert connector.wait_until(lambda: not conn.health().ready)
+    finally:
+        conn.close()
+
+
+def test_a_priority_move_starts_the_canary_on_the_new_session() -> None:
+    clock = FakeClock()
+    connector = FakeConnector(clock=clock)
+    connector.behave(A, "refuse")
+    events = EventRecorder()
+    conn = connection(
+        connector, clock, events, canary_interval=100.0, priority_backup=True, reconnect_jitter=0.0
+    )
+    try:
+        conn.connect()
+        b = connector.session(B)
+        assert connector.wait_until(lambda: len(canaries(b)) == 1)
+        echo(b, 0)
+        connector.behave(A, "accept")
+        assert clock.wait_for_waiters(1, timed=True)
+        clock.advance(min(clock.deadlines()) - clock.monotonic())  # the probe's turn
+        events.wait_for(PriorityRestored)
+        a = connector.session(A)
+        assert connector.wait_until(lambda: len(canaries(a)) == 1)  # at once, not in 100 s
+        assert canary_id(a) != canary_id(b)
+        b_id = canary_id(b)
+        assert b_id is not None
+        b.deliver(b_id, b"1")  # a late canary of the session left: ignored, no harm
+        assert conn.health().canary_round_trip is None  # none back on this session yet
+        assert not events.of_type(SessionDeaf)
     finally:
         conn.close()
