@@ -335,9 +335,9 @@ class FailoverConnection:
         ``max_cache_size``, oldest evicted first); an untracked one is never re-sent and carries
         no ``failover-message-id`` header unless ``message_id`` is given.
 
-        ``timeout=0``: do not wait (``confirm=False``: SendTimeout at once, nothing written, when
-        not connected; a confirmed send must wait: ConfigurationError). Wrong arguments raise
-        ConfigurationError before anything is written.
+        ``timeout=0`` means "do not wait": with ``confirm=False`` SendTimeout at once (nothing
+        written) when not connected; a ConfigurationError for a confirmed send, which must wait.
+        Wrong arguments raise ConfigurationError before anything is written.
         """
         self._guard.check()
         data = check_send(destination, body, headers, message_id)
