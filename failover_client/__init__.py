@@ -64,6 +64,7 @@ from failover_client._events import (
 )
 from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverTarget
 from failover_client.engine._connection import FailoverConnection as _EngineConnection
+from failover_client.engine._health import Health, SubscriptionHealth
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
 from failover_client.engine._subscriptions import Message, Subscription
@@ -104,6 +105,7 @@ __all__ = [
     "FailoverURI",
     "GaveUp",
     "HandlerError",
+    "Health",
     "Listener",
     "ListenerError",
     "Message",
@@ -128,6 +130,7 @@ __all__ = [
     "StandbyLost",
     "Subscription",
     "SubscriptionFailed",
+    "SubscriptionHealth",
     "SubscriptionRefused",
     "SystemClock",
     "TLSFailure",

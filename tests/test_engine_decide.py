@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from failover_client.engine._decide import (
     Arm,
+    CanaryTick,
+    Deaf,
     Dial,
     Disarm,
     DrawTurn,
@@ -104,6 +106,44 @@ ROWS: list[tuple[str, View[int], Step[int]]] = [
         Step(Rebalance(4)),
     ),
     ("rebalance: off, releases do not matter", View(next_release=12.0), Step()),
+    # the canary: a tick at its turn, deafness once one is owed for misses x interval
+    ("canary: a new session, start it", View(canary_due=10.0), Step(CanaryTick())),
+    ("canary: next one later", View(canary_due=11.0), Step(wake_at=11.0)),
+    (
+        "canary: one owed, next one first",
+        View(canary_due=11.0, canary_since=9.5, canary_patience=2.0),
+        Step(wake_at=11.0),
+    ),
+    (
+        "canary: one owed, deaf at its deadline",
+        View(canary_due=12.0, canary_since=9.5, canary_patience=2.0),
+        Step(wake_at=11.5),
+    ),
+    (
+        "canary: owed misses x interval, deaf",
+        View(canary_due=11.0, canary_since=8.0, canary_patience=2.0),
+        Step(Deaf(2.0)),
+    ),
+    (
+        "canary: subscription never confirmed, deaf",
+        View(canary_since=7.0, canary_patience=2.0),
+        Step(Deaf(3.0)),
+    ),
+    (
+        "canary: deafness before a due tick and a due probe",
+        View(canary_due=9.0, canary_since=8.0, canary_patience=1.0, probe_targets=(1,), probe=DUE),
+        Step(Deaf(2.0)),
+    ),
+    (
+        "canary: a due tick before a due refill",
+        View(canary_due=10.0, standbys_wanted=1, refill_candidates=(2,)),
+        Step(CanaryTick()),
+    ),
+    (
+        "canary: a lost session fails over, no tick",
+        View(alive=False, canary_due=9.0),
+        Step(Reconnect()),
+    ),
     # several duties: the earliest deadline, the refill first among actions
     (
         "earliest of refill, probe and turn",
@@ -152,6 +192,8 @@ def pending(view: View[int], now: float) -> bool:
         or not view.probe.idle
         or (view.rebalancing and (view.home is not None or view.turn_pending))
         or (view.rebalancing and view.next_release is not None and view.next_release > now)
+        or view.canary_due is not None
+        or view.canary_since is not None
     )
 
 
@@ -190,9 +232,18 @@ everything = st.builds(
     turn=st.none() | times,
     turn_pending=st.booleans(),
     next_release=st.none() | times,
+    canary_due=st.none() | times,
+    canary_since=st.none() | times,
+    canary_patience=st.floats(min_value=0.0, max_value=5.0),
+)
+canary = st.builds(
+    View,
+    canary_due=st.none() | times,
+    canary_since=st.none() | times,
+    canary_patience=st.floats(min_value=0.0, max_value=5.0),
 )
 # One kind of pending work at a time (each alone must get its deadline), then all at once.
-views = st.one_of(dialing, refilling, probing, rebalancing, everything)
+views = st.one_of(dialing, refilling, probing, rebalancing, canary, everything)
 
 
 @PROPERTY

@@ -277,3 +277,28 @@ def test_proxied_failover_uri_mixes_proxies_and_endpoints(proxy: FaultProxy) -> 
     uri = proxied_failover_uri([proxy, direct], {"randomize": False})
     assert uri == f"failover:({proxy.uri()},stomp://127.0.0.1:61613)?randomize=false"
     assert "connections=0" in repr(proxy)
+
+
+def test_drop_deliveries_drops_only_stomp_message_frames_until_heal(proxy: FaultProxy) -> None:
+    # The echo server plays a STOMP broker: what the client writes comes back as its frames.
+    message = b"MESSAGE\nsubscription:s\nmessage-id:1\n\nbody\x00"
+    receipt = b"RECEIPT\nreceipt-id:1\n\n\x00"
+    connected = b"CONNECTED\nversion:1.2\n\n\x00"
+    with dial(proxy) as sock:
+        sock.sendall(connected + message)
+        assert recv_exactly(sock, len(connected + message)) == connected + message
+        proxy.drop_deliveries()
+        sock.sendall(message + b"\n" + receipt)  # a delivery, a heart-beat, a receipt
+        assert recv_exactly(sock, 1 + len(receipt)) == b"\n" + receipt
+        assert proxy.deliveries_dropped == 1
+        proxy.heal()
+        sock.sendall(message)
+        assert recv_exactly(sock, len(message)) == message
+
+
+def test_drop_deliveries_needs_a_readable_stream(echo: EchoServer) -> None:
+    with (
+        FaultProxy(Endpoint("stomp+ssl", "127.0.0.1", echo.port)) as tls,
+        pytest.raises(ValueError, match="plain stomp or amqp"),
+    ):
+        tls.drop_deliveries()

@@ -162,7 +162,9 @@ class FailoverOptions:
     consumer_prefetch_bytes: int = 0
     """Optional byte bound per subscription (0: none); Artemis's window is counted in bytes."""
     canary_interval: float = 0.0
-    """Seconds between canary round trips on each session (0: no canary)."""
+    """Seconds between canary round trips on each session (0: no canary). Off by default: each
+    session then sends and receives ``60 / canary_interval`` messages a minute, holds a
+    temporary destination on its broker, and needs the permission to create and write it."""
     canary_misses: int = 2
     """Canary intervals without the canary back before the session counts as deaf."""
     drain_on_move: bool = True

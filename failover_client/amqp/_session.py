@@ -272,7 +272,21 @@ class AmqpSession:
         self.nack(message)  # this adapter's nack already releases
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
-        raise NotImplementedError("the AMQP canary destination is not built yet")
+        """A destination only this session reads (see :meth:`Session.private_destination`).
+
+        A topic of a name nobody else uses, spelt as the broker of the open frame's
+        ``product`` spells one: RabbitMQ ``/topic/<name>`` (the receiver gets an exclusive,
+        auto-delete queue bound to ``amq.topic``), ActiveMQ Classic ``topic://<name>``, others
+        (Artemis) the bare name, whose auto-created queue the broker deletes once it has no
+        consumer and no message. No dynamic source: the address must be known before the
+        receiver attaches, and RabbitMQ 3.x refuses dynamic sources.
+        """
+        product = str(self._events.remote_properties.get("product", ""))
+        if product == "RabbitMQ":
+            return f"/topic/{name}", {}
+        if product == "ActiveMQ":
+            return f"topic://{name}", {}
+        return name, {}
 
     def __repr__(self) -> str:
         state = self._state

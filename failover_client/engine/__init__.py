@@ -8,7 +8,8 @@ Nothing here knows STOMP or AMQP; it drives any :mod:`adapter <failover_client.a
   confirms and replays sends through the ``_outbox``; ``_subscriptions`` outlive sessions;
 * ``_loop``: the reconnect loop (the one owner of reconnecting), ``_dial``: one reconnect run;
 * ``_pool`` (known brokers), ``_placement`` (tiers and plans), ``_schedule`` (delays),
-  ``_standby`` (pre-connected standbys), ``_dispatch`` (the handler thread).
+  ``_standby`` (pre-connected standbys), ``_dispatch`` (the handler thread);
+* ``_canary``: each session proves it still hears; ``_health``: ``connection.health()``.
 
 Dependencies flow one way: ``uri`` and ``policies`` <- engine <- adapters <- topology, cli,
 demo, testing. A test keeps it so (``tests/test_layout.py``).

@@ -4,9 +4,10 @@ The pieces (each in its own module): the broker pool (``_pool``), the policy and
 brokers (``policies``, ``_placement``), the reconnect schedule (``_schedule``), the reconnect
 loop (``_loop``, ``_dial``), the connection state (``_state``), consumption: subscriptions,
 their bounded buffers, handlers, acks, drain (``_subscriptions``, ``_inbox``, ``_consumers``,
-``_consuming``), the send path and its outbox (``_sender``, ``_outbox``), standbys
-(``_standby``), events and the dispatch thread (``_events``, ``_dispatch``), the choice of
-adapter (``_adapters``). This module wires them together and is the application's API.
+``_consuming``), the canary and health (``_canary``, ``_health``), the send path and its
+outbox (``_sender``, ``_outbox``), standbys (``_standby``), events and the dispatch thread
+(``_events``, ``_dispatch``), the choice of adapter (``_adapters``). This module wires them
+together and is the application's API.
 
 Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
 (``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`, and
@@ -39,10 +40,12 @@ from failover_client.engine._arguments import (
     check_timeout,
     resolve_target,
 )
+from failover_client.engine._canary import Canary
 from failover_client.engine._consumers import Consumers
 from failover_client.engine._consuming import Consuming
 from failover_client.engine._dial import Dialer, ScheduleLike
 from failover_client.engine._dispatch import Dispatcher
+from failover_client.engine._health import Health, read_health
 from failover_client.engine._lifetime import (
     Emitter,
     Parts,
@@ -161,6 +164,7 @@ class FailoverConnection(Consuming):
             process_check=self._guard.check,
         )
         self._sender = self._state.sender
+        self._canary = Canary.for_state(self._state, emit)
         self._redirects = Redirects(self._clock)
         self._tiers = tiers_for(members, options, tiers)
         factory = topology_factory or type(self).default_topology_factory
@@ -222,6 +226,7 @@ class FailoverConnection(Consuming):
             topology=self._topology,
             pool=self._pool,
             redirects=self._redirects,
+            canary=self._canary,
         )
         self._dialer = Dialer(
             connector=self._connector,
@@ -246,6 +251,7 @@ class FailoverConnection(Consuming):
             options=options,
             emit=emit,
             name=f"failover-client-loop-{number}",
+            canary=self._canary,
         )
         self._parts = Parts(
             state=self._state,
@@ -345,11 +351,10 @@ class FailoverConnection(Consuming):
         (the application closed the connection). After a fail-over an unconfirmed message is
         re-sent automatically (possibly arriving twice, with the same id).
 
-        ``confirm=False`` writes without waiting for a confirmation (fire-and-forget): such a
-        message is lost with the session unless ``track_messages=True``, which re-sends it
-        best-effort while its bytes fit ``max_cache_size`` (oldest evicted first). An untracked
-        fire-and-forget message is never re-sent, so it carries no ``failover-message-id``
-        header unless ``message_id`` is given.
+        ``confirm=False`` writes without waiting for a confirmation (fire-and-forget): lost with
+        the session unless ``track_messages=True`` (re-sent best-effort while its bytes fit
+        ``max_cache_size``, oldest evicted first); an untracked one is never re-sent and carries
+        no ``failover-message-id`` header unless ``message_id`` is given.
 
         ``timeout=0`` means "do not wait": with ``confirm=False`` SendTimeout at once (nothing
         written) when not connected; a ConfigurationError for a confirmed send, which must wait.
@@ -436,22 +441,17 @@ class FailoverConnection(Consuming):
         """Merge a broker list pushed by a topology source (see :meth:`BrokerPool.merge`).
 
         ``action`` defaults to ``options.server_list_action``; ``tiers`` / ``weights`` (by
-        broker key) place discovered brokers. ``pushed`` says a broker sent the list (ignored
-        under ``updateURIsSupported=false``); lists the user configured are always taken.
-        Emits ``TopologyChanged``. Any thread.
-        """
+        broker key) place discovered brokers. ``pushed``: a broker sent the list (ignored under
+        ``updateURIsSupported=false``). Emits ``TopologyChanged``. Any thread."""
         self._guard.check()
         self._topology.update(
             update, source=source, action=action, tiers=tiers, weights=weights, pushed=pushed
         )
 
     def request_rebalance(self, *, source: str) -> None:
-        """A broker asked its clients to rebalance (ActiveMQ's ``rebalanceConnection``).
-
-        Turns rendezvous placement on (if ``rebalance`` was off) and evaluates this client's
-        home at once; a move still waits for its turn in ``rebalanceDrainWindow``. Ignored under
-        ``reconnectSupported=false``. Any thread.
-        """
+        """A broker asked its clients to rebalance (ActiveMQ's ``rebalanceConnection``): turn
+        rendezvous placement on and evaluate this client's home at once (a move still waits for
+        its turn in ``rebalanceDrainWindow``). Ignored under ``reconnectSupported=false``."""
         self._guard.check()
         self._topology.request_rebalance(source)
 
@@ -482,6 +482,11 @@ class FailoverConnection(Consuming):
     @property
     def client_id(self) -> str:
         return self._client_id
+
+    def health(self) -> Health:
+        """Readiness at one moment (see :class:`Health`): ``health().ready``, ``str(health())``."""
+        self._guard.check()
+        return read_health(self._state, self._canary)
 
     def stats(self) -> dict[str, int]:
         """Counters: sent, confirmed, rejected, replayed, evicted, failovers, ... in_flight."""

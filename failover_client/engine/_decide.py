@@ -24,6 +24,10 @@ it and decides again with a fresh view, since performing it may take a connect t
 4. Priority probes (a better tier exists): on the schedule's back-off.
 5. Rebalancing: the move to this client's rendezvous home at its turn in the drain window,
    and every quarantine release (a released broker may be the home again).
+
+The canary (``canary_interval`` > 0) comes first among a live session's duties: a session whose
+canary is overdue is deaf (:class:`Deaf`, a loss), else the next canary goes at its turn
+(:class:`CanaryTick`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from typing import Generic, Literal, TypeVar
 __all__ = [
     "Action",
     "Arm",
+    "CanaryTick",
+    "Deaf",
     "Dial",
     "Disarm",
     "DrawTurn",
@@ -101,6 +107,14 @@ class View(Generic[K]):
     """A turn is drawn for some home (settle it when there is no home any more)."""
     next_release: float | None = None
     """The earliest end of a quarantine still running at ``now``."""
+    canary_due: float | None = None
+    """When the current session's next canary goes (its first: when the session became
+    current); None: no canary (off, or waiting for its subscription's confirmation)."""
+    canary_since: float | None = None
+    """Since when the session owes a canary: the sending of the oldest one not back, or the
+    subscribing of its destination until the broker confirmed it; None: nothing owed."""
+    canary_patience: float = 0.0
+    """How long a canary may be owed before the session is deaf (misses x interval)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +180,18 @@ class Rebalance(Generic[K]):
     home: K
 
 
+@dataclass(frozen=True, slots=True)
+class CanaryTick:
+    """Send the current session's next canary (the first: subscribe its destination)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deaf:
+    """No canary came back for ``silent_for`` seconds: the session is deaf; fail over."""
+
+    silent_for: float
+
+
 Action = (
     Stop
     | Reconnect
@@ -177,6 +203,8 @@ Action = (
     | DrawTurn[K]
     | Settle
     | Rebalance[K]
+    | CanaryTick
+    | Deaf
 )
 
 
@@ -203,11 +231,27 @@ def decide(view: View[K], now: float) -> Step[K]:
     if not view.alive:
         return Step(Reconnect())
     deadlines: list[float] = []
-    for duty in (_refill, _probe, _rebalance):
+    for duty in (_canary, _refill, _probe, _rebalance):
         action = duty(view, now, deadlines)
         if action is not None:
             return Step(action)
     return Step(wake_at=min(deadlines, default=None))
+
+
+def _canary(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    since = view.canary_since
+    if since is not None:
+        deaf_at = since + view.canary_patience
+        if now >= deaf_at:
+            return Deaf(now - since)
+        deadlines.append(deaf_at)
+    due = view.canary_due
+    if due is None:
+        return None
+    if now >= due:
+        return CanaryTick()
+    deadlines.append(due)
+    return None
 
 
 def _refill(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:

@@ -30,6 +30,7 @@ from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, ListenerSet
 from failover_client.adapter import AdvertisedBrokers, Received
+from failover_client.engine._canary import Canary
 from failover_client.engine._consumers import Consumers
 from failover_client.engine._dial import Dialer
 from failover_client.engine._dispatch import Dispatcher
@@ -113,9 +114,11 @@ class SlotRouter:
         topology: TopologyHub,
         pool: BrokerPool,
         redirects: Redirects,
+        canary: Canary | None = None,
     ) -> None:
         self._state = state
         self._consumers = consumers
+        self._canary = canary
         self._topology = topology
         self._pool = pool
         self._redirects = redirects
@@ -128,6 +131,8 @@ class SlotRouter:
             return Slot(self._numbers, address)
 
     def _slot_message(self, slot: Slot, message: Received) -> None:
+        if self._canary is not None and self._canary.on_message(slot, message):
+            return  # handled here, on the adapter's thread: never behind a slow handler
         # Into the subscription's own buffer: its worker (or receive()) takes it from there.
         self._consumers.deliver(slot, message)
 

@@ -31,8 +31,11 @@ from failover_client._events import (
     PriorityRestored,
     Rebalanced,
 )
+from failover_client.engine._canary import Canary
 from failover_client.engine._decide import (
     Arm,
+    CanaryTick,
+    Deaf,
     Dial,
     Disarm,
     DrawTurn,
@@ -114,8 +117,10 @@ class ReconnectLoop:
         options: FailoverOptions,
         emit: Callable[[Event], None],
         name: str,
+        canary: Canary | None = None,
     ) -> None:
         self._state = state
+        self._canary = canary
         self._dialer = dialer
         self._planner = planner
         self._clock = clock
@@ -260,6 +265,8 @@ class ReconnectLoop:
                 current = self._probe_better(current, action.targets)
             elif isinstance(action, DrawTurn | Settle | Rebalance):
                 current = self._rebalance(current, action, now)
+            elif isinstance(action, CanaryTick | Deaf):
+                self._canary_step(current, action, now)
             else:  # Dial: decide() names it only while dialing
                 raise AssertionError(f"{action!r} while serving a session")
 
@@ -283,6 +290,9 @@ class ReconnectLoop:
             turn = None if home is None else rebalancer.turn(home)
             release = planner.next_release(now)
         struck = self._probe_struck
+        canary_due = canary_since = None
+        if self._canary is not None:
+            canary_due, canary_since = self._canary.view(current, now)
         return View(
             stopping=state.stop.is_set(),
             alive=current.alive,
@@ -298,7 +308,18 @@ class ReconnectLoop:
             turn=turn,
             turn_pending=rebalancer is not None and rebalancer.pending,
             next_release=release,
+            canary_due=canary_due,
+            canary_since=canary_since,
+            canary_patience=0.0 if self._canary is None else self._canary.patience,
         )
+
+    def _canary_step(self, current: Slot, action: CanaryTick | Deaf, now: float) -> None:
+        canary = self._canary
+        assert canary is not None  # decide() names it only with a canary's view
+        if isinstance(action, Deaf):
+            canary.deaf(current, action.silent_for)
+        else:
+            canary.tick(current, now)
 
     def _timer(self, name: TimerName) -> _Backoff:
         return self._probe if name == "probe" else self._refill

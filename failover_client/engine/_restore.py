@@ -76,6 +76,11 @@ class SubscriptionKeeper:
     def __len__(self) -> int:
         return len(self._registry)
 
+    def subscriptions(self) -> list[Subscription]:
+        """The live subscriptions, in creation order."""
+        found = (self._registry.get(spec.id) for spec in self._registry.specs())
+        return [s for s in found if s is not None]
+
     # --- what each session was asked (lock held) ---------------------------------------------
 
     def claim(self, slot: Slot, subscription_id: str) -> None:

@@ -221,3 +221,17 @@ def received_from_frame(
         ack_id=ack_id,
         redelivered=headers.get("redelivered", "false").strip().lower() == "true",
     )
+
+
+def private_destination(connected: Mapping[str, str], name: str) -> tuple[str, dict[str, str]]:
+    """(destination, SUBSCRIBE headers) of a destination only one session reads, per broker.
+
+    ``connected`` is the broker's CONNECTED headers (its ``server`` names the broker); see
+    :meth:`StompSession.private_destination <failover_client.stomp.StompSession>`.
+    """
+    server = connected.get("server", "")
+    if server.startswith("RabbitMQ/"):
+        return f"/queue/{name}", {"exclusive": "true", "auto-delete": "true", "durable": "false"}
+    if server.startswith("ActiveMQ/"):  # Classic; Artemis says ActiveMQ-Artemis/
+        return f"/temp-queue/{name}", {}
+    return f"/topic/{name}", {}

@@ -37,6 +37,7 @@ from failover_client.stomp._encode import escape_headers
 from failover_client.stomp._errors import NamedRefusal
 from failover_client.stomp._frames import (
     ack_headers,
+    private_destination,
     send_headers,
     subscribe_headers,
     unsubscribe_headers,
@@ -248,7 +249,16 @@ class StompSession:
         raise NotImplementedError("STOMP release is not built yet")
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
-        raise NotImplementedError("the STOMP canary destination is not built yet")
+        """A destination only this session reads (see :meth:`Session.private_destination`).
+
+        Chosen by the broker's CONNECTED ``server`` header: ActiveMQ Classic
+        ``/temp-queue/<name>`` (a temporary queue of this connection); RabbitMQ
+        ``/queue/<name>`` subscribed ``exclusive``, ``auto-delete`` and not ``durable`` (a
+        queue only this connection may use, deleted with it); Artemis and any other broker
+        ``/topic/<name>``: a topic nobody else subscribes to, whose non-durable subscription the
+        broker drops with the session.
+        """
+        return private_destination(self._state.connected_headers or {}, name)
 
     def __repr__(self) -> str:
         state = self._state

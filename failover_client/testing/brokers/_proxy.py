@@ -23,6 +23,9 @@ return:
   (STOMP CONNECTED), then drop everything, that answer included (a connect that never
   completes); ``deliver_reply=True`` lets that first answer through (a handshake that completes
   into silence). ``heal()`` ends it.
+* ``drop_deliveries()``: drop only the frames that deliver messages to the client (STOMP
+  ``MESSAGE``, AMQP ``transfer``), whole, and pass everything else (heart-beats, receipts):
+  a deaf session (``_frame_filter``; plain ``stomp`` / ``amqp`` only). ``heal()`` ends it.
 
 One selector-driven thread does all the I/O; timed releases use the selector's timeout. Each
 direction buffers at most ``buffer_size`` bytes, beyond which the proxy stops reading from the
@@ -46,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, cast
 from urllib.parse import urlencode
 
+from ._frame_filter import DeliveryFilter, delivery_filter_for
 from ._model import Endpoint
 
 __all__ = ["TO_BROKER", "TO_CLIENT", "Direction", "FaultProxy", "proxied_failover_uri"]
@@ -91,6 +95,7 @@ class _Conn:
     down: _Pipe
     connected: bool = False
     broker_spoke: bool = False
+    frames: DeliveryFilter | None = None  # follows the broker's frames (drop_deliveries)
 
 
 class FaultProxy:
@@ -119,6 +124,9 @@ class FaultProxy:
         self._conns: list[_Conn] = []
         self._drop: set[Direction] = set()
         self._blackhole: Literal["off", "drop_reply", "deliver_reply"] = "off"
+        self._deaf = False
+        self.deliveries_dropped = 0
+        """Delivery frames ``drop_deliveries()`` removed so far (read it after a control)."""
         self._latency = 0.0
         self._loss = 0.0
         self._commands: collections.deque[tuple[Callable[[], None], threading.Event]] = (
@@ -168,6 +176,7 @@ class FaultProxy:
         def apply() -> None:
             self._drop.clear()
             self._blackhole = "off"
+            self._deaf = False
 
         self._control(apply)
 
@@ -206,6 +215,12 @@ class FaultProxy:
             "deliver_reply" if deliver_reply else "drop_reply"
         )
         self._control(lambda: setattr(self, "_blackhole", mode))
+
+    def drop_deliveries(self) -> None:
+        """Drop the frames delivering messages to the client until ``heal()`` (module doc)."""
+        if delivery_filter_for(self.scheme) is None:
+            raise ValueError(f"drop_deliveries() reads plain stomp or amqp, not {self.scheme!r}")
+        self._control(lambda: setattr(self, "_deaf", True))
 
     @property
     def connections(self) -> int:
@@ -326,6 +341,7 @@ class FaultProxy:
         conn = _Conn(
             client, broker, _Pipe(TO_BROKER, client, broker), _Pipe(TO_CLIENT, broker, client)
         )
+        conn.frames = delivery_filter_for(self.scheme)
         with self._lock:
             self._conns.append(conn)
         err = broker.connect_ex(self.target)
@@ -368,7 +384,12 @@ class FaultProxy:
             if conn in self._conns:
                 self._interest(conn)
             return
-        if dropping:
+        frames = conn.frames
+        if frames is not None and pipe is conn.down:  # fed while dropping too: it keeps track
+            before = frames.dropped
+            data = frames.feed(data, drop=self._deaf)
+            self.deliveries_dropped += frames.dropped - before
+        if dropping or not data:
             return
         now = time.monotonic()
         release = now + self._latency
