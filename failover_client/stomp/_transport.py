@@ -14,7 +14,8 @@ Two more hooks:
 * ``receive`` reports every chunk read (the heart-beat watchdog counts any byte as life) and
   turns end-of-file on a TLS socket into the end of the I/O loop: stomp.py treats an empty TLS
   read as "no data yet" and would spin on a closed connection.
-* ``process_frame`` reports frames whose command STOMP does not define.
+* ``process_frame`` reports frames whose command STOMP does not define, and hands a MESSAGE
+  to the listeners' ``on_message`` directly.
 * ``_BaseTransport__read_frames`` is stomp.py's own loop over the frames read, with the
   header parser of ``_decode`` (the same frames, a fraction of the work per header).
 
@@ -334,6 +335,14 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         command = str(f.cmd).lower()
         if command not in _SERVER_FRAMES:
             self._on_bad_frame(str(f.cmd)[:40])
+            return
+        if command == "message" and not stomp_log.isEnabledFor(stomp_log.DEBUG):
+            # stomp.py notifies "before_message", then "message", each time sorting its
+            # listeners under a lock and looking the method up by name; nothing else happens
+            # for a MESSAGE. The listeners (the session's) are told directly: once per message
+            # consumed, that walk was a tenth of the I/O thread's time.
+            for listener in tuple(self.listeners.values()):
+                listener.on_message(f)
             return
         super().process_frame(f, frame_str)
 
