@@ -191,3 +191,25 @@ def test_activemq_stomp_nack_dead_letters_at_once(activemq_cluster: Cluster) -> 
         dead = broker.drain("/queue/ActiveMQ.DLQ", expect=None, idle=1.0)
         assert marker in [m.body for m in dead]
     assert target.drain() == []
+
+
+@pytest.mark.parametrize("protocol", ["stomp", "amqp"])
+def test_a_nack_on_rabbitmq_is_redelivered_on_the_same_subscription(
+    rabbitmq_cluster: Cluster, protocol: str
+) -> None:
+    """RabbitMQ requeues a STOMP NACK; over AMQP a nack settles *released* there, because
+    RabbitMQ 3.10 holds a *modified* delivery until the link ends (measured: not redelivered
+    on the link within 3 s, back on the queue once the session closed)."""
+    queue = durable_queue(rabbitmq_cluster)
+    target = Target(rabbitmq_cluster[0], protocol, f"/amq/queue/{queue_name(queue)}", queue)
+    listener = ContractListener()
+    with session_of(target, listener) as session:
+        subscribe(session, listener, target, "client-individual")
+        target.publish([b"failed-once"])
+        assert listener.wait_for(lambda: bool(listener.messages), SAFETY)
+        session.nack(listener.messages[0])
+        assert listener.wait_for(lambda: len(listener.messages) >= 2, SAFETY)
+        assert [m.body for m in listener.messages] == [b"failed-once"] * 2
+        assert listener.messages[1].redelivered
+        session.ack(listener.messages[1])
+    assert target.drain() == []
