@@ -23,8 +23,10 @@ Where each window binds, measured on the brokers the tests start (see
 most ``prefetch`` unacknowledged messages in ``client`` and ``client-individual`` mode; in
 ``auto`` mode neither bounds anything (ActiveMQ counts a message acknowledged once dispatched,
 RabbitMQ applies no QoS to an auto-ack consumer), which is why the engine subscribes a user's
-``auto`` subscription as ``client-individual``. Artemis documents the same for its window
-(credits return when a message is acknowledged; in ``auto`` mode when it is sent).
+``auto`` subscription as ``client-individual``. Artemis reads ``consumer-window-size`` since
+2.16 (ARTEMIS-589, "flow control for individual STOMP subscribers"; before, only the
+acceptor-wide ``stompConsumerCredits``) and returns a window's credit as messages are
+acknowledged; it is not measured here (the harness runs Artemis only where Docker is).
 
 :func:`release_command` is what hands a message back unhandled. STOMP's NACK means different
 things per broker: RabbitMQ requeues the message (its ``requeue`` header defaults to true), so
