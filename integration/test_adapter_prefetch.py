@@ -26,7 +26,7 @@ import pytest
 from failover_client import BrokerAddress, FailoverOptions
 from failover_client.adapter import AckMode, Cancel, Connector, Received, Session, SubscriptionSpec
 from failover_client.amqp import AmqpConnector
-from failover_client.stomp import StompConnector
+from failover_client.stomp import StompConnector, _handshake
 from failover_client.testing.contract import ContractListener
 from integration.test_failover_common import SAFETY, durable_queue, queue_name
 
@@ -213,3 +213,22 @@ def test_a_nack_on_rabbitmq_is_redelivered_on_the_same_subscription(
         assert listener.messages[1].redelivered
         session.ack(listener.messages[1])
     assert target.drain() == []
+
+
+@pytest.mark.parametrize("kind", ["activemq", "rabbitmq"])
+def test_every_brokers_header_at_once_still_bounds_delivery(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A broker whose CONNECTED names no server gets all three headers: each broker reads
+    its own and ignores the others (no ERROR, the same bound)."""
+    monkeypatch.setattr(_handshake, "broker_kind", lambda server: "unknown")
+    cluster: Cluster = request.getfixturevalue(f"{kind}_cluster")
+    queue = durable_queue(cluster)
+    subscribe_to = f"/amq/queue/{queue_name(queue)}" if kind == "rabbitmq" else queue
+    target = Target(cluster[0], "stomp", subscribe_to, queue)
+    listener = ContractListener()
+    with session_of(target, listener) as session:
+        subscribe(session, listener, target, "client-individual")
+        target.publish(bodies(5 * PREFETCH))
+        assert count_after_quiet(listener, PREFETCH) == PREFETCH
+    assert listener.lost == []
