@@ -46,7 +46,7 @@ def test_the_heartbeat_comes_from_the_options_unless_given() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"heartbeat": (-1, 0)}, {"close_timeout": -1.0}, {"prefetch": 0}],
+    [{"heartbeat": (-1, 0)}, {"close_timeout": -1.0}],
 )
 def test_bad_settings_are_configuration_errors(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):

@@ -84,6 +84,8 @@ class TestFakeConnector(AdapterContract):
             build_connector=lambda **settings: FakeConnector(
                 clock=clock, settings=ConnectorSettings(**settings)
             ),
+            # The fake delivers what a test pushes, with no queue to hold back or return to.
+            flow_control=False,
         )
 
     def test_no_virtual_time_passes_in_a_cancelled_handshake(

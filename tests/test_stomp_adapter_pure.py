@@ -252,6 +252,10 @@ def test_subscribe_headers_plain_and_durable() -> None:
         "destination": "/queue/a",
         "id": "s1",
         "ack": "client-individual",
+        # No broker named: every broker's prefetch header (100 messages, 100 x 4 KiB).
+        "activemq.prefetchSize": "100",
+        "prefetch-count": "100",
+        "consumer-window-size": "409600",
     }
     durable = SubscriptionSpec(
         id="s2",
@@ -259,10 +263,11 @@ def test_subscribe_headers_plain_and_durable() -> None:
         durable_name="sub-a",
         headers=(("selector", "x = 1"), ("id", "ignored")),
     )
-    assert subscribe_headers(durable, "client-1") == {
+    assert subscribe_headers(durable, "client-1", "activemq") == {
         "destination": "/topic/t",
         "id": "s2",
         "ack": "auto",
+        "activemq.prefetchSize": "100",
         "activemq.subscriptionName": "sub-a",
         "durable-subscription-name": "sub-a",
         "durable": "true",

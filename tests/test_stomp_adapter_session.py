@@ -567,6 +567,10 @@ def test_subscribe_ack_nack_unsubscribe_frames() -> None:
                 "destination": "/topic/t",
                 "id": "s1",
                 "ack": "client",
+                # The harness's CONNECTED names no server: every broker's prefetch header.
+                "activemq.prefetchSize": "100",
+                "prefetch-count": "100",
+                "consumer-window-size": "409600",
                 "activemq.subscriptionName": "d1",
                 "durable-subscription-name": "d1",
                 "durable": "true",

@@ -14,7 +14,6 @@ from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, ConnectCancelled
 from failover_client.adapter import Cancel, SessionListener
 from failover_client.amqp._handler import ConnectSettings
-from failover_client.amqp._receiving import DEFAULT_PREFETCH
 from failover_client.amqp._session import AmqpSession
 from failover_client.amqp._tls import ssl_domain
 from failover_client.net._settings import ConnectorSettings
@@ -41,14 +40,15 @@ class AmqpConnector:
     :param client_id: the AMQP container id (needed for durable subscriptions); default: a
         random one per session.
     :param close_timeout: how long ``close()`` waits for the broker to answer the AMQP close.
-    :param prefetch: credit per subscription: at most this many messages delivered and not
-        yet settled (no URI option sets it yet).
 
     Member parameters read from :class:`BrokerAddress`: ``vhost`` (the open frame's
     hostname; RabbitMQ reads ``vhost:<name>`` there; default: the member's host name).
 
     Raises :class:`ConfigurationError` at once for unusable TLS files, heart-beat values or
-    timeouts (the same checks and messages as every adapter's), or a bad ``prefetch``.
+    timeouts (the same checks and messages as every adapter's).
+
+    A subscription's link credit is its own ``SubscriptionSpec.prefetch`` (the URI option
+    ``consumer.prefetch``, 100 by default, or ``subscribe(prefetch=)``).
     """
 
     def __init__(
@@ -61,7 +61,6 @@ class AmqpConnector:
         clock: Clock | None = None,
         client_id: str | None = None,
         close_timeout: float = 1.0,
-        prefetch: int = DEFAULT_PREFETCH,
     ) -> None:
         self._settings = ConnectorSettings(
             options if options is not None else FailoverOptions(),
@@ -71,10 +70,7 @@ class AmqpConnector:
             close_timeout=close_timeout,
             client_id=client_id,
         )
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-            raise ConfigurationError(f"prefetch must be a whole number >= 1, got {prefetch!r}")
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._prefetch = prefetch
         # The same eagerness as every adapter's TLS (files named: built and checked now).
         self._ssl_domain = LazyTls(self._settings.options, ssl_domain)
 
@@ -130,7 +126,6 @@ class AmqpConnector:
             listener=listener,
             clock=self._clock,
             settings=settings,
-            prefetch=self._prefetch,
             container_id=shared.client_id,
         )
         session.open(timeout, cancel)
@@ -140,7 +135,7 @@ class AmqpConnector:
         shared = self._settings
         return (
             f"AmqpConnector(heartbeat={shared.beats}, login={shared.login!r}, "
-            f"client_id={shared.client_id!r}, prefetch={self._prefetch})"
+            f"client_id={shared.client_id!r})"
         )
 
 

@@ -73,12 +73,12 @@ class ConnectSettings:
 class Events(Handler):
     """The proton handler of one session (see the module)."""
 
-    def __init__(self, state: SessionState, settings: ConnectSettings, *, prefetch: int) -> None:
+    def __init__(self, state: SessionState, settings: ConnectSettings) -> None:
         super().__init__()
         self._state = state
         self._settings = settings
         self.outgoing = Outgoing(state, self.fail)
-        self.incoming = Incoming(state, self.fail, prefetch=prefetch)
+        self.incoming = Incoming(state, self.fail)
         self.connection: Connection | None = None
         self.remote_properties: dict[str, Any] = {}
         self._transport_condition: Condition | None = None
@@ -119,7 +119,10 @@ class Events(Handler):
         if properties.get(_ESTABLISHMENT_FAILED):
             return  # the close with the reason follows at once
         # RabbitMQ marks a first delivery first-acquirer and a redelivery not (``_convert``).
-        self.incoming.first_acquirer_marks_first = properties.get(_PRODUCT) == "RabbitMQ"
+        rabbitmq = properties.get(_PRODUCT) == "RabbitMQ"
+        self.incoming.first_acquirer_marks_first = rabbitmq
+        # RabbitMQ 3.x holds a *modified* delivery till the link ends (``_receiving``).
+        self.incoming.nack_releases = rabbitmq
         if SERVER_LIST in properties:
             self._report_server_list(properties[SERVER_LIST])
         self._opened = True

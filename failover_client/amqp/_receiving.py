@@ -4,9 +4,12 @@ Each subscription is one receiver link on an AMQP session of its own: RabbitMQ a
 source it refuses (``/amq/queue/<missing>``) by ending the AMQP session, and that must end
 only the refused subscription, never the others or the connection.
 
-The link gets ``prefetch`` credit, topped up as deliveries are settled, so at most
-``prefetch`` messages are unsettled at a time (in ``client`` modes: delivered, not acked).
-The subscription is confirmed when the broker's attach names a source; refused
+The link gets the subscription's ``prefetch`` as credit, topped up only as deliveries are
+settled, so at most ``prefetch`` messages are unsettled at a time, in every ack mode (in
+``client`` modes: delivered, not acked; in ``auto`` mode: delivered, ``on_message`` not yet
+returned, which the engine's ``client-individual`` subscriptions of ``auto`` users make
+"not yet handled"). AMQP credit counts messages: ``prefetch_bytes`` has no AMQP equivalent and
+is not sent. The subscription is confirmed when the broker's attach names a source; refused
 (:class:`SubscriptionRefused`) when it names none, or the link or its AMQP session ends with a
 condition first. A link that ends *after* it was confirmed is the loss of the whole session
 (:class:`BrokerRefused` with the broker's condition): the engine restores the subscription
@@ -14,9 +17,16 @@ where it reconnects.
 
 Acknowledgement: ``auto`` accepts each delivery after ``on_message`` returned; ``client``
 accepts on :meth:`Incoming.ack` the acked delivery and every earlier one of its subscription
-(STOMP's cumulative ``client`` mode); ``client-individual`` only the acked one. A nack
-releases the delivery, so the broker delivers it again (RabbitMQ 3.10 does not redeliver a
-*modified* one on the same link).
+(STOMP's cumulative ``client`` mode); ``client-individual`` only the acked one.
+
+Handing back: :meth:`Incoming.release` settles *released*: redelivered, and not counted as a
+failed delivery (the message was never handled: a drain, a close). :meth:`Incoming.nack` (a
+handler failed) settles *modified* with ``delivery-failed``: the outcome AMQP defines for a
+failed delivery, which the broker redelivers and counts towards its redelivery limit and
+dead-letter queue (Artemis, ActiveMQ), so a message that fails every time does not loop
+for ever. RabbitMQ 3.10 does not redeliver a *modified* delivery on the link that settled it
+(it stays held until the link ends), so towards RabbitMQ (the open frame's ``product``) a nack
+releases, which RabbitMQ requeues, as its STOMP adapter does for NACK.
 """
 
 from __future__ import annotations
@@ -28,19 +38,25 @@ from collections.abc import Callable
 
 from proton import Connection, Delivery, Link, Message, Receiver, Terminus
 
-from failover_client._errors import ConnectionFailure
+from failover_client._errors import ConfigurationError, ConnectionFailure
 from failover_client.adapter import Received, SubscriptionSpec
 from failover_client.amqp._convert import received
 from failover_client.amqp._errors import Condition, closed_error, subscription_refusal
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
 
-__all__ = ["DEFAULT_PREFETCH", "Incoming"]
+__all__ = ["Incoming", "check_prefetch"]
 
 _log = logging.getLogger("failover_client.amqp")
 
-DEFAULT_PREFETCH = 100
-"""Credit per receiver link (unsettled messages at most); no URI option sets it yet."""
+
+def check_prefetch(spec: SubscriptionSpec) -> None:
+    """Refuse a prefetch below 1 (ConfigurationError naming the subscription)."""
+    prefetch = spec.prefetch
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+        raise ConfigurationError(
+            f"subscription {spec.id!r}: prefetch must be a whole number >= 1, got {prefetch!r}"
+        )
 
 
 class _Subscription:
@@ -62,12 +78,9 @@ class Incoming:
         self,
         state: SessionState,
         fail_session: Callable[[ConnectionFailure], None],
-        *,
-        prefetch: int,
     ) -> None:
         self._state = state
         self._fail_session = fail_session
-        self._prefetch = prefetch
         self.connection: Connection | None = None
         self._by_id: dict[str, _Subscription] = {}
         self._by_name: dict[str, _Subscription] = {}
@@ -75,6 +88,8 @@ class Incoming:
         self._counter = itertools.count(1)
         self.first_acquirer_marks_first = False
         """Set when the broker is known to mark first deliveries (see ``_convert``)."""
+        self.nack_releases = False
+        """Set when the broker does not redeliver a *modified* delivery (RabbitMQ 3.x)."""
 
     def subscribe(self, spec: SubscriptionSpec, token: int | None) -> None:
         connection = self.connection
@@ -94,7 +109,7 @@ class Incoming:
             link.source.expiry_policy = Terminus.EXPIRE_NEVER
         link.target.address = spec.destination
         link.open()
-        link.flow(self._prefetch)
+        link.flow(spec.prefetch)
         subscription = _Subscription(spec, link, token)
         self._by_id[spec.id] = subscription
         self._by_name[link.name] = subscription
@@ -119,6 +134,11 @@ class Incoming:
         self._settle(ack_id, Delivery.ACCEPTED)
 
     def nack(self, ack_id: str) -> None:
+        """A handler failed: *modified* (delivery failed), or *released* (see the module)."""
+        self._settle(ack_id, Delivery.RELEASED if self.nack_releases else Delivery.MODIFIED)
+
+    def release(self, ack_id: str) -> None:
+        """Never handled: *released*, redelivered without counting a failed delivery."""
         self._settle(ack_id, Delivery.RELEASED)
 
     def _settle(self, ack_id: str, outcome: int) -> None:
@@ -137,15 +157,18 @@ class Incoming:
         for key in settle:
             delivery = subscription.unsettled.pop(key)
             del self._ack_ids[key]
+            if outcome == Delivery.MODIFIED:
+                delivery.local.failed = True  # counts towards the broker's redelivery limit
             delivery.update(outcome)
             delivery.settle()
         self._top_up(subscription)
 
     def _top_up(self, subscription: _Subscription) -> None:
         link = subscription.link
-        wanted = self._prefetch - link.credit - len(subscription.unsettled)
+        prefetch = subscription.spec.prefetch
+        wanted = prefetch - link.credit - len(subscription.unsettled)
         # In batches of half the window: one flow frame per delivery would double the traffic.
-        if wanted > 0 and (wanted >= self._prefetch // 2 or link.credit == 0):
+        if wanted > 0 and (wanted >= prefetch // 2 or link.credit == 0):
             link.flow(wanted)
 
     def _forget(self, subscription: _Subscription) -> None:

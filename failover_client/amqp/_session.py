@@ -31,6 +31,7 @@ from failover_client.adapter import (
 from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message
 from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
+from failover_client.amqp._receiving import check_prefetch
 from failover_client.amqp._sending import Outbound
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
@@ -66,14 +67,13 @@ class AmqpSession:
         listener: SessionListener,
         clock: Clock,
         settings: ConnectSettings,
-        prefetch: int,
         container_id: str | None,
     ) -> None:
         self._state = SessionState(
             self, address, listener=listener, clock=clock, password=settings.password
         )
         self._close_timeout = settings.close_timeout
-        self._events = Events(self._state, settings, prefetch=prefetch)
+        self._events = Events(self._state, settings)
         self._loop = ContainerThread(
             self._events,
             name=f"failover-client-amqp-{address.authority}",
@@ -240,7 +240,10 @@ class AmqpSession:
 
         ``None`` when the broker attached a source; :class:`SubscriptionRefused` when it
         refused it (the session goes on); the loss cause when the session ended first.
+        The link's credit is ``spec.prefetch`` (a :class:`ConfigurationError` here when it is
+        below 1), renewed only as deliveries are settled.
         """
+        check_prefetch(spec)
         state = self._state
         token: int | None = None
         if on_confirm is not None:
@@ -263,13 +266,16 @@ class AmqpSession:
         self._post(self._when_open(lambda: self._events.incoming.ack(ack_id)))
 
     def nack(self, message: Received) -> None:
-        """Release ``message``: the broker delivers it again."""
+        """A failed delivery: settled *modified* (``delivery-failed``), so the broker delivers
+        it again and counts it towards its redelivery limit; towards RabbitMQ, which holds a
+        modified delivery till the link ends, *released* (see ``_receiving``)."""
         ack_id = _ack_id(message)
         self._post(self._when_open(lambda: self._events.incoming.nack(ack_id)))
 
     def release(self, message: Received) -> None:
         """Settle ``message`` as released: redelivered, not counted as a failed delivery."""
-        self.nack(message)  # this adapter's nack already releases
+        ack_id = _ack_id(message)
+        self._post(self._when_open(lambda: self._events.incoming.release(ack_id)))
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
         """A destination only this session reads (see :meth:`Session.private_destination`).

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from failover_client._errors import ConfigurationError, ProtocolViolation
 from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.stomp._flow import BrokerKind, prefetch_headers
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -134,15 +135,21 @@ def send_headers(
     return result
 
 
-def subscribe_headers(spec: SubscriptionSpec, client_id: str | None) -> dict[str, str]:
+def subscribe_headers(
+    spec: SubscriptionSpec, client_id: str | None, kind: BrokerKind = "unknown"
+) -> dict[str, str]:
     """Headers of a SUBSCRIBE, including the durable-subscription headers each broker wants.
 
     A durable subscription needs a stable client id on ActiveMQ (``client-id`` on CONNECT
     plus ``activemq.subscriptionName``); without one ActiveMQ would invent a new id per
     connection and silently start a fresh subscription after every failover.
+
+    ``spec.prefetch`` becomes the ``kind`` broker's flow-control header (``_flow``); a header
+    of the same name in ``spec.headers`` wins.
     """
     check_destination(spec.destination, "SUBSCRIBE")
     headers = {"destination": spec.destination, "id": spec.id, "ack": spec.ack}
+    headers.update(prefetch_headers(spec, kind))
     if spec.durable_name is not None:
         if not client_id:
             raise ConfigurationError(

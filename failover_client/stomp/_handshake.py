@@ -32,6 +32,7 @@ from failover_client.adapter import Cancel
 from failover_client.stomp._batch import ConfirmMode, GroupCommit, batching_supported
 from failover_client.stomp._encode import encode_frame
 from failover_client.stomp._errors import transport_error
+from failover_client.stomp._flow import broker_kind
 from failover_client.stomp._frames import SUPPORTED_VERSIONS, connect_headers
 from failover_client.stomp._heartbeat import (
     HeartbeatMonitor,
@@ -246,6 +247,7 @@ class Handshake:
         except ValueError as exc:
             return ProtocolViolation(f"CONNECTED frame: {exc}", broker=state.broker)
         state.version = version
+        state.broker_kind = broker_kind(headers.get("server"))
         state.heartbeat = HeartbeatState(plan, state.clock.monotonic())
         if state.monitor is not None:
             state.monitor.arm(state.heartbeat)  # its thread ends at once if nothing is watched

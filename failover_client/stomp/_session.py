@@ -35,6 +35,7 @@ from failover_client.stomp import _teardown
 from failover_client.stomp._batch import PendingSend
 from failover_client.stomp._encode import escape_headers
 from failover_client.stomp._errors import NamedRefusal
+from failover_client.stomp._flow import release_command
 from failover_client.stomp._frames import (
     ack_headers,
     private_destination,
@@ -211,13 +212,18 @@ class StompSession:
             # second time, by raising, would make the caller count one message twice.
 
     def subscribe(self, spec: SubscriptionSpec, on_confirm: ConfirmCallback | None) -> None:
-        """SUBSCRIBE with the spec's ack mode, durable name and extra headers.
+        """SUBSCRIBE with the spec's ack mode, durable name, prefetch and extra headers.
+
+        ``spec.prefetch`` is sent as this broker's own flow-control header (ActiveMQ
+        ``activemq.prefetchSize``, RabbitMQ ``prefetch-count``, Artemis
+        ``consumer-window-size`` in bytes; all three to a broker the CONNECTED frame did not
+        name): see ``failover_client.stomp._flow``. It binds in the ``client`` modes only.
 
         With ``on_confirm`` a receipt is requested: RECEIPT confirms the subscription, an
         ERROR naming the receipt refuses it (:class:`SubscriptionRefused`; ActiveMQ does so
         for a bad selector and keeps the connection).
         """
-        frame_headers = subscribe_headers(spec, self._client_id)
+        frame_headers = subscribe_headers(spec, self._client_id, self._state.broker_kind)
         if on_confirm is None:
             self._outbound.write("SUBSCRIBE", frame_headers, None)
             return
@@ -245,8 +251,22 @@ class StompSession:
         self._outbound.write("NACK", ack_headers(self._state.version, message), None)
 
     def release(self, message: Received) -> None:
-        """Hand ``message`` back unhandled (see :meth:`Session.release`)."""
-        raise NotImplementedError("STOMP release is not built yet")
+        """Hand ``message`` back unhandled, for redelivery, not counted as a failed delivery.
+
+        RabbitMQ: NACK, which requeues it. ActiveMQ, Artemis and a broker the CONNECTED frame
+        did not name: nothing is written (ActiveMQ's NACK dead-letters, Artemis's counts a
+        failed delivery); the broker returns the message to its queue when the subscription
+        or this session ends, and till then it counts against the subscription's prefetch
+        (see ``failover_client.stomp._flow``). Raises :class:`BrokerUnavailable` when the
+        session is closed or lost, as ``ack`` does.
+        """
+        state = self._state
+        headers = ack_headers(state.version, message)
+        command = release_command(state.broker_kind)
+        if command is not None:
+            self._outbound.write(command, headers, None)
+        elif state.phase != "open":
+            raise state.dead_error()
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
         """A destination only this session reads (see :meth:`Session.private_destination`).

@@ -32,6 +32,7 @@ from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client.adapter import Session, SessionListener
 from failover_client.net._completions import Completion, dead_error, run_all
 from failover_client.stomp._batch import GroupCommit
+from failover_client.stomp._flow import BrokerKind
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatState
 from failover_client.stomp._receipts import ReceiptBook
 from failover_client.stomp._transport import BoundTransport
@@ -50,6 +51,7 @@ class SessionState:
     __slots__ = (
         "address",
         "broker",
+        "broker_kind",
         "bye",
         "bye_receipt",
         "clock",
@@ -104,6 +106,8 @@ class SessionState:
         self.connected_headers: dict[str, str] | None = None
         self.version = "1.2"
         """The STOMP version the broker chose."""
+        self.broker_kind: BrokerKind = "unknown"
+        """The broker CONNECTED's ``server`` header names (prefetch headers, release)."""
 
         self.transport: BoundTransport | None = None
         self.protocol: Protocol12 | None = None

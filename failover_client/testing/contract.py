@@ -18,7 +18,13 @@ one fixture, ``contract_target``, returning a :class:`ContractTarget`::
                 publish=my_broker.publish,
             )
 
-:class:`AdapterContract` includes :class:`ConfigurationContract`: the settings every adapter
+:class:`AdapterContract` includes a flow-control part (``_flow_contract``): with
+``prefetch=N`` in ``client-individual`` mode at most N messages are delivered unsettled while
+more are queued, and a released message comes again, to a new consumer, not dead-lettered. It
+needs a broker that holds messages back; a target without one sets
+``ContractTarget.flow_control`` to False and those tests are skipped.
+
+:class:`AdapterContract` also includes :class:`ConfigurationContract`: the settings every adapter
 refuses in the same way, with a :class:`ConfigurationError` at construction (a key file
 without its certificate, an unreadable CA file, bad heart-beat values, a bad close timeout),
 never later as a broker failure the reconnect loop would retry. It builds connectors with
@@ -55,7 +61,6 @@ from failover_client._errors import (
     SubscriptionRefused,
 )
 from failover_client.adapter import (
-    AdvertisedBrokers,
     Cancel,
     Connector,
     Received,
@@ -63,6 +68,8 @@ from failover_client.adapter import (
     SubscriptionSpec,
 )
 from failover_client.testing._config_contract import ConfigurationContract, ConnectorFactory
+from failover_client.testing._contract_listener import ContractListener
+from failover_client.testing._flow_contract import FlowControlContract
 from failover_client.uri import BrokerAddress
 
 __all__ = [
@@ -126,50 +133,13 @@ class ContractTarget:
     build_connector: ConnectorFactory | None = None
     """Builds another connector of this adapter for the configuration tests (see
     :data:`ConnectorFactory`); default: ``type(connector)``."""
-
-
-class ContractListener:
-    """A thread-safe :class:`~failover_client.adapter.SessionListener` that records the order
-    of what it hears: ``log`` holds ``"lost"`` and ``"confirm:<n>"`` entries as they came."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.messages: list[Received] = []
-        self.lost: list[BaseException] = []
-        self.brokers: list[AdvertisedBrokers] = []
-        self.confirmations: dict[int, list[BaseException | None]] = {}
-        self.log: list[str] = []
-
-    def on_message(self, session: Session, message: Received) -> None:
-        with self.cond:
-            self.messages.append(message)
-            self.cond.notify_all()
-
-    def on_lost(self, session: Session, cause: BaseException) -> None:
-        with self.cond:
-            self.lost.append(cause)
-            self.log.append("lost")
-            self.cond.notify_all()
-
-    def on_brokers(self, session: Session, advertised: AdvertisedBrokers) -> None:
-        with self.cond:
-            self.brokers.append(advertised)
-            self.cond.notify_all()
-
-    def confirmation(self, number: int) -> Callable[[BaseException | None], None]:
-        """An ``on_confirm`` callback that records its outcomes under ``number``."""
-
-        def on_confirm(error: BaseException | None) -> None:
-            with self.cond:
-                self.confirmations.setdefault(number, []).append(error)
-                self.log.append(f"confirm:{number}")
-                self.cond.notify_all()
-
-        return on_confirm
-
-    def wait_for(self, condition: Callable[[], bool], timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(condition, timeout)
+    flow_control: bool = True
+    """Whether the broker keeps queued messages back beyond a subscription's prefetch and
+    hands released ones out again (every real broker); False skips those two tests, e.g. for
+    a scripted fake that delivers only what a test pushes."""
+    quiet: float = 1.0
+    """Seconds in which nothing more may arrive once a prefetch window is full (a broker with
+    messages waiting and a free window delivers in milliseconds)."""
 
 
 # --- loopback stand-ins for a hung broker and a dead port ------------------------------------
@@ -224,7 +194,7 @@ def closed_port(scheme: str) -> BrokerAddress:
 # --- the suite --------------------------------------------------------------------------------
 
 
-class AdapterContract(ConfigurationContract):
+class AdapterContract(ConfigurationContract, FlowControlContract):
     """The contract tests; subclass it and override the ``contract_target`` fixture."""
 
     @pytest.fixture
@@ -240,12 +210,6 @@ class AdapterContract(ConfigurationContract):
         return type(contract_target.connector)
 
     # --- helpers --------------------------------------------------------------------------
-
-    @staticmethod
-    def _connect(target: ContractTarget, listener: ContractListener) -> Session:
-        return target.connector.connect(
-            target.address, timeout=target.connect_timeout, listener=listener, cancel=Cancel()
-        )
 
     @staticmethod
     def _send(target: ContractTarget, session: Session, listener: ContractListener, n: int) -> None:
@@ -331,6 +295,7 @@ class AdapterContract(ConfigurationContract):
             "unsubscribe": lambda: session.unsubscribe(spec.id),
             "ack": lambda: session.ack(message),
             "nack": lambda: session.nack(message),
+            "release": lambda: session.release(message),
         }
         allowed = []
         for name, call in calls.items():
