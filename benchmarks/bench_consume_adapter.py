@@ -1,6 +1,6 @@
 """Consumer throughput on one ActiveMQ broker: the STOMP adapter vs raw stomp.py, same run.
 
-Run: ``python benchmarks/bench_consume.py [--reps 3] [--messages 20000]``
+Run: ``python benchmarks/bench_consume_adapter.py [--reps 3] [--messages 20000]``
 
 The question: does bounded consumption cost anything? The engine subscribes a user's ``auto``
 subscription as ``client-individual`` with the broker's prefetch and ACKs every message after
