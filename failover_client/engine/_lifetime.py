@@ -121,6 +121,7 @@ class SlotRouter:
             return Slot(self._numbers, address)
 
     def _slot_message(self, slot: Slot, message: Received) -> None:
+        slot.note_delivery(self._state.clock.monotonic())
         self._dispatcher.submit(functools.partial(self._state.deliver, slot, message))
 
     def _slot_lost(self, slot: Slot, cause: BaseException) -> None:

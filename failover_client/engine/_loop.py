@@ -33,12 +33,15 @@ from failover_client._events import (
 )
 from failover_client.engine._decide import (
     Arm,
+    CloseLeaving,
     Dial,
     Disarm,
     DrawTurn,
+    EndDrain,
     Probe,
     Rebalance,
     Reconnect,
+    Recover,
     Refill,
     Settle,
     Stop,
@@ -54,6 +57,7 @@ from failover_client.engine._dial import (
     ScheduleLike,
     ScheduleRunLike,
 )
+from failover_client.engine._leaving import Departures
 from failover_client.engine._planner import Planner
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
@@ -123,6 +127,10 @@ class ReconnectLoop:
         self._emit = emit
         self._probe = _Backoff(schedule, options.max_reconnect_delay)
         self._refill = _Backoff(schedule, options.max_reconnect_delay)
+        self._recover = _Backoff(schedule, options.max_reconnect_delay)
+        self._departures = Departures(
+            state=state, open_session=dialer.open, clock=clock, options=options, emit=emit
+        )
         self._probe_struck: set[str] = set()
         self.first_outcome = threading.Event()
         """Set once the first connection succeeded or the loop gave up / was closed."""
@@ -161,6 +169,7 @@ class ReconnectLoop:
                     self.first_outcome.set()
                     previous = self._serve(outcome.slot)
                     lost_at = self._clock.monotonic()
+                    self._departures.lost(previous)
                     self._dialer.lost(previous)
         except Interrupted:
             pass
@@ -171,6 +180,7 @@ class ReconnectLoop:
             _log.exception("the reconnect loop failed")
             self._give_up(exc)
         finally:
+            self._departures.close_all()
             self._state.drop_standbys()
             self.first_outcome.set()
 
@@ -260,6 +270,8 @@ class ReconnectLoop:
                 current = self._probe_better(current, action.targets)
             elif isinstance(action, DrawTurn | Settle | Rebalance):
                 current = self._rebalance(current, action, now)
+            elif isinstance(action, EndDrain | CloseLeaving | Recover):
+                self._depart(action)
             else:  # Dial: decide() names it only while dialing
                 raise AssertionError(f"{action!r} while serving a session")
 
@@ -283,12 +295,11 @@ class ReconnectLoop:
             turn = None if home is None else rebalancer.turn(home)
             release = planner.next_release(now)
         struck = self._probe_struck
+        better = tuple(a for a in planner.better(current.address, now) if a.key not in struck)
         return View(
             stopping=state.stop.is_set(),
             alive=current.alive,
-            probe_targets=tuple(
-                a for a in planner.better(current.address, now) if a.key not in struck
-            ),
+            probe_targets=better,
             probe=self._probe.timer,
             standbys_wanted=wanted,
             refill_candidates=candidates,
@@ -298,9 +309,14 @@ class ReconnectLoop:
             turn=turn,
             turn_pending=rebalancer is not None and rebalancer.pending,
             next_release=release,
+            leaving=self._departures.view(now),
+            recover_targets=self._departures.recover_targets(current, better),
+            recover=self._recover.timer,
         )
 
     def _timer(self, name: TimerName) -> _Backoff:
+        if name == "recover":
+            return self._recover
         return self._probe if name == "probe" else self._refill
 
     # --- priority backup ---------------------------------------------------------------------
@@ -323,20 +339,61 @@ class ReconnectLoop:
         return current
 
     def _switch(self, old: Slot, new: Slot, *, rebalance: bool = False) -> Slot:
-        """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
+        """Move traffic from ``old`` to the preferred ``new``, make-before-break.
+
+        New sends wait while ``old``'s confirmations come in (nothing is replayed twice), the
+        subscriptions are made and confirmed on ``new``, sends move to it, and only then does
+        ``old`` stop being current: it goes on delivering as a leaving session until its
+        broker is drained (see :mod:`._leaving`).
+        """
         state = self._state
         state.begin_switch()
         state.drain(old, self._clock.monotonic() + self._options.connect_timeout)
-        state.retire(old)
-        if state.install(new):
-            self._emit(Connected(new.broker, 1, 0.0))
-            if rebalance:
-                self._emit(Rebalanced(old.broker, new.broker))
-                _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)
-            else:
-                self._emit(PriorityRestored(old.broker, new.broker))
-                _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+        if not self._departures.prepare(new):
+            state.retire(new)
+            return old if state.reinstate(old) else new
+        state.hand_over(old)
+        if not state.install(new):
+            # ``new`` died on the way: ``old`` never stopped, so it carries on as it was.
+            if state.reinstate(old):
+                state.retire(new)
+                return old
+            state.retire(old)
+            return new
+        self._emit(Connected(new.broker, 1, 0.0))
+        if rebalance:
+            self._emit(Rebalanced(old.broker, new.broker))
+            _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)
+        else:
+            self._emit(PriorityRestored(old.broker, new.broker))
+            _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+        self._departures.leave(old, "move")
         return new
+
+    # --- brokers left ------------------------------------------------------------------------
+
+    def _depart(self, action: EndDrain | CloseLeaving | Recover[BrokerAddress]) -> None:
+        if isinstance(action, EndDrain):
+            self._departures.end(action.slot, complete=action.complete)
+        elif isinstance(action, CloseLeaving):
+            self._departures.close(action.slot)
+        else:
+            self._recover_left(action.targets)
+
+    def _recover_left(self, targets: tuple[BrokerAddress, ...]) -> None:
+        """Open a drain session on each broker left by a failure that answers again."""
+        answered = False
+        for address in targets:
+            if self._state.stop.is_set():
+                raise Interrupted
+            try:
+                answered = self._departures.recover(address) or answered
+            except ConnectionFailure:
+                continue
+        if answered:
+            self._recover.reset()
+        else:
+            self._recover.failed()
 
     # --- rebalancing -------------------------------------------------------------------------
 

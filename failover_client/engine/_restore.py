@@ -72,6 +72,10 @@ class SubscriptionKeeper:
     def __len__(self) -> int:
         return len(self._registry)
 
+    def specs(self) -> list[SubscriptionSpec]:
+        """The live subscriptions' specs, in creation order."""
+        return self._registry.specs()
+
     # --- what each session was asked (lock held) ---------------------------------------------
 
     def claim(self, slot: Slot, subscription_id: str) -> None:

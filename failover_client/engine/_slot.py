@@ -17,7 +17,7 @@ from failover_client.uri import BrokerAddress
 
 __all__ = ["Lifecycle", "Role", "Slot", "SlotEvents", "SlotListener"]
 
-Role = Literal["dialing", "current", "standby", "retired"]
+Role = Literal["dialing", "current", "standby", "leaving", "retired"]
 
 
 @dataclass(eq=False)
@@ -39,6 +39,20 @@ class Slot:
     io_lock: threading.Lock = field(default_factory=threading.Lock)
     redirected: bool = False
     """The broker sent the client elsewhere: its end blames no frame (see ``_poison``)."""
+    deliveries: int = 0
+    last_delivery_at: float | None = None
+    """Messages this session delivered, and when the last came (``clock.monotonic()``, on the
+    adapter's thread): what tells a drain that the broker went quiet."""
+    release_unhandled: bool = False
+    """Set when the connection stops consuming on this (leaving) session: a message it
+    delivered that no handler took yet is released (``Session.release``), not handled."""
+    released: dict[str, int] = field(default_factory=dict)
+    """Messages released per subscription id once ``release_unhandled`` was set."""
+
+    def note_delivery(self, now: float) -> None:
+        """The session delivered a message at ``now`` (adapter thread; plain stores)."""
+        self.deliveries += 1
+        self.last_delivery_at = now
 
     @property
     def broker(self) -> str:

@@ -249,6 +249,11 @@ class ConnectionState:
             with self.cond:
                 self.stats.unroutable += 1
             return
+        if slot.release_unhandled:  # a session being left stopped consuming: hand it back
+            if self._call(slot, lambda session: session.release(received)):
+                with self.cond:
+                    slot.released[subscription.id] = slot.released.get(subscription.id, 0) + 1
+            return
         message = Message(received, subscription, slot, self)
         subscription.delivered += 1
         try:
@@ -378,6 +383,24 @@ class ConnectionState:
             if self.state == "connected":
                 self.state = "switching"
                 self.cond.notify_all()
+
+    def hand_over(self, slot: Slot) -> None:
+        """``slot`` is being left (a make-before-break move) or only drained: it keeps its
+        subscriptions, but its loss is no fail-over (see ``engine._leaving``)."""
+        with self.cond:
+            if slot.role in ("current", "dialing"):
+                slot.role = "leaving"
+
+    def reinstate(self, slot: Slot) -> bool:
+        """A move's new session failed: ``slot`` is current again (False: it died too)."""
+        with self.cond:
+            if not slot.alive or self.state in _TERMINAL:
+                return False
+            slot.role = "current"
+            self.current = slot
+            self.state = "connected"
+            self.cond.notify_all()
+            return True
 
     def drain(self, slot: Slot, deadline: float | None) -> bool:
         """Wait until nothing is awaiting confirmation from ``slot`` (or it died)."""
