@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from test_manager_support import A, B, C, Rig, make, running
 
 from failover_client._events import (
@@ -83,13 +84,19 @@ def test_new_subscriptions_are_confirmed_before_the_old_session_stops() -> None:
 def test_the_leaving_session_delivers_and_its_acks_go_back_to_it() -> None:
     rig = _backup_rig()
     got: list[Message] = []
-    rig.conn.subscribe("/queue/in", got.append, id="s1", ack="client-individual")
+    handled = threading.Event()
+
+    def handler(message: Message) -> None:
+        got.append(message)
+        handled.set()
+
+    rig.conn.subscribe("/queue/in", handler, id="s1", ack="client-individual")
     with running(rig):
         _move_home(rig)
         rig.events.wait_for(DrainStarted)
         old, new = rig.connector.session(B), rig.connector.session(A)
         old.deliver("s1", b"left behind")
-        assert rig.connector.wait_until(lambda: len(got) == 1)
+        assert handled.wait(5)  # the dispatch thread runs the handler
         got[0].ack()
         assert [m.body for m in old.acks] == [b"left behind"]
         assert new.acks == []
@@ -151,7 +158,7 @@ def test_a_drain_that_never_goes_quiet_ends_at_its_deadline() -> None:
         for step in range(6):  # a delivery every 0.5 s: never quiet for 1 s
             rig.clock.advance(0.5)
             old.deliver("s1", str(step).encode())
-        assert rig.clock.monotonic() == start + 3.0
+        assert rig.clock.monotonic() == pytest.approx(start + 3.0)
         rig.clock.advance(0.5)
         finished = rig.events.wait_for(DrainFinished)
         assert not finished.complete
@@ -173,8 +180,10 @@ def test_without_drain_on_move_the_old_session_closes_at_once_releasing_the_unha
 def test_released_messages_of_a_session_that_stops_are_reported() -> None:
     rig = _backup_rig(drain_on_move=False)
     gate_open = threading.Event()
+    busy = threading.Event()
 
     def slow(message: Message) -> None:
+        busy.set()
         gate_open.wait(5)  # released below by the test: a handler busy while the move ends
 
     rig.conn.subscribe("/queue/in", slow, id="s1", ack="client-individual")
@@ -182,8 +191,10 @@ def test_released_messages_of_a_session_that_stops_are_reported() -> None:
         old = rig.connector.session(B)
         old.deliver("s1", b"busy")
         old.deliver("s1", b"waiting")
+        assert busy.wait(5)  # the first handler runs (the dispatch thread took it)
         _move_home(rig)
-        rig.events.wait_for(PriorityRestored)
+        # Events wait behind the busy handler: the UNSUBSCRIBE shows the move was made.
+        assert rig.connector.wait_until(lambda: old.unsubscribed == ["s1"])
         gate_open.set()
         released = rig.events.wait_for(MessagesReleased)
         assert released == MessagesReleased("s1", "stomp://b:61613", 1, "move")

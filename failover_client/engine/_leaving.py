@@ -145,6 +145,9 @@ class Departures:
         kept = [s.id for s in specs if drains(s)] if self._options.drain_on_move else []
         stop = [s.id for s in specs if s.id not in kept]
         if stop and slot.alive:
+            # Released before the UNSUBSCRIBE: a message of theirs still waiting for its
+            # handler is not acknowledged on a subscription the broker already ended.
+            slot.stopped.update(stop)
             self._unsubscribe(slot, stop)
         departure = _Departure(
             slot=slot,

@@ -46,8 +46,15 @@ class Slot:
     release_unhandled: bool = False
     """Set when the connection stops consuming on this (leaving) session: a message it
     delivered that no handler took yet is released (``Session.release``), not handled."""
+    stopped: set[str] = field(default_factory=set)
+    """Subscriptions this (leaving) session no longer consumes for: their deliveries are
+    released like those of ``release_unhandled``."""
     released: dict[str, int] = field(default_factory=dict)
-    """Messages released per subscription id once ``release_unhandled`` was set."""
+    """Messages released per subscription id (see ``releases``)."""
+
+    def releases(self, subscription_id: str) -> bool:
+        """Whether a delivery of ``subscription_id`` on this session goes back unhandled."""
+        return self.release_unhandled or subscription_id in self.stopped
 
     def note_delivery(self, now: float) -> None:
         """The session delivered a message at ``now`` (adapter thread; plain stores)."""

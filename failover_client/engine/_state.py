@@ -249,7 +249,7 @@ class ConnectionState:
             with self.cond:
                 self.stats.unroutable += 1
             return
-        if slot.release_unhandled:  # a session being left stopped consuming: hand it back
+        if slot.releases(subscription.id):  # a session being left stopped consuming it
             if self._call(slot, lambda session: session.release(received)):
                 with self.cond:
                     slot.released[subscription.id] = slot.released.get(subscription.id, 0) + 1
