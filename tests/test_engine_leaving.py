@@ -20,8 +20,9 @@ from failover_client._events import (
     MessagesReleased,
     PriorityRestored,
 )
-from failover_client.adapter import SubscriptionSpec
+from failover_client.adapter import Received, SubscriptionSpec
 from failover_client.engine._leaving import DRAIN_PRIORITY, drains
+from failover_client.engine._slot import hand_back
 from failover_client.engine._subscriptions import Message
 
 
@@ -257,3 +258,24 @@ def test_a_broker_left_by_a_failure_is_drained_once_it_answers() -> None:
         rig.clock.advance(1.0)
         assert rig.events.wait_for(DrainFinished).complete
         assert drain.closed
+
+
+def test_handing_back_without_an_adapter_release_writes_nothing() -> None:
+    class NoRelease:
+        address = A
+
+        def release(self, message: Received) -> None:
+            raise NotImplementedError("not built")
+
+    class Recording(NoRelease):
+        def __init__(self) -> None:
+            self.released: list[Received] = []
+
+        def release(self, message: Received) -> None:
+            self.released.append(message)
+
+    message = Received("s1", "/queue/in", b"x")
+    hand_back(NoRelease(), message)  # type: ignore[arg-type]  # only release is called
+    recording = Recording()
+    hand_back(recording, message)  # type: ignore[arg-type]
+    assert recording.released == [message]

@@ -5,7 +5,8 @@ It reads as a short piece of orchestration::
     until closed or given up:
         session = a live standby, or a reconnect run (Dialer.attempts)
         install it (restore subscriptions, replay unconfirmed sends)
-        serve it until it is lost: standby refill, priority probes, rebalancing
+        serve it until it is lost: standby refill, priority probes, rebalancing,
+            drains of the brokers it left (make-before-break moves: ``._leaving``)
 
 Every timed decision is :func:`._decide.decide`'s: each pass reads the clock once, copies what
 the decisions need into a :class:`~._decide.View`, performs the one action the step names (then

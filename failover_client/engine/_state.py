@@ -58,7 +58,7 @@ from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._outbox import MessageIds
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
-from failover_client.engine._slot import Slot
+from failover_client.engine._slot import Slot, hand_back
 from failover_client.engine._subscriptions import Handler, Message, Subscription
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
@@ -250,7 +250,7 @@ class ConnectionState:
                 self.stats.unroutable += 1
             return
         if slot.releases(subscription.id):  # a session being left stopped consuming it
-            if self._call(slot, lambda session: session.release(received)):
+            if self._call(slot, lambda session: hand_back(session, received)):
                 with self.cond:
                     slot.released[subscription.id] = slot.released.get(subscription.id, 0) + 1
             return
