@@ -279,3 +279,30 @@ def test_handing_back_without_an_adapter_release_writes_nothing() -> None:
     recording = Recording()
     hand_back(recording, message)  # type: ignore[arg-type]
     assert recording.released == [message]
+
+
+def test_a_drain_that_found_messages_is_followed_by_another_until_one_finds_none() -> None:
+    rig = _backup_rig(drain_quiet=1.0)
+    rig.conn.subscribe("/queue/in", lambda m: None, id="s1", ack="client-individual")
+    with running(rig):
+        _move_home(rig)
+        rig.events.wait_for(DrainStarted)
+        first = rig.connector.session(B)
+        first.deliver("s1", b"forwarded")
+        rig.clock.advance(1.0)  # quiet for 1 s after the delivery
+        assert rig.events.wait_for(DrainFinished).delivered == 1
+        assert first.closed
+        # b is drained again after the recovery back-off, by a new session
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(rig.clock.deadlines()[0] - rig.clock.monotonic())
+        again = rig.events.wait_for(DrainStarted, 2)
+        assert again == DrainStarted("stomp://b:61613", ("s1",), "recovered")
+        second = [s for s in rig.connector.sessions if s.address == B][-1]
+        assert second is not first
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(1.0)
+        assert rig.events.wait_for(DrainFinished, 2).delivered == 0
+        assert second.closed
+        # It found nothing: no further drain is due.
+        assert rig.clock.wait_for_waiters(1)
+        assert rig.clock.deadlines() == []

@@ -16,6 +16,10 @@ on its broker whatever we do (only the application can end it). A session that i
 (the option off, or no queue subscription) stops at once: what it delivered and no handler took is
 released (``Session.release``) before it closes.
 
+A drain that delivered anything, or was cut short, is followed by another of the same broker
+later (the recovery below), until one finds it empty: while a producer runs, a peer may go on
+forwarding to the broker for a moment after our consumer there left.
+
 A broker left by a failure cannot be drained on the way out. While the connection has queue
 subscriptions and moves by itself (``priority_backup`` or ``rebalance``), such a broker is
 remembered; once it answers again (tried on the priority probe's back-off) and it is not the
@@ -288,6 +292,12 @@ class Departures:
         if departure.drained:
             elapsed = self._clock.monotonic() - departure.started
             delivered = slot.deliveries - departure.deliveries
+            if delivered or not complete:
+                # Once more later, until a drain finds the broker empty: while a producer runs,
+                # a peer may forward more to it after the quiet period (its demand from our
+                # consumer there outlives the consumer by a moment), and a drain cut short or
+                # by a loss left messages there.
+                self._left[slot.address.key] = slot.address
             self._emit(DrainFinished(slot.broker, delivered, elapsed, complete))
             log = _log.info if complete else _log.warning
             log(
