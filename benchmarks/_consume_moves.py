@@ -103,9 +103,12 @@ class _Consumer:
     def moved(self) -> int:
         return sum(isinstance(e, PriorityRestored | Rebalanced) for e in list(self.events))
 
-    def draining(self) -> int:
-        started = sum(isinstance(e, DrainStarted) for e in list(self.events))
-        return started - sum(isinstance(e, DrainFinished) for e in list(self.events))
+    def draining(self) -> bool:
+        """A drain runs, or the last one found messages (so another follows)."""
+        events = list(self.events)
+        started = sum(isinstance(e, DrainStarted) for e in events)
+        finished = [e for e in events if isinstance(e, DrainFinished)]
+        return started > len(finished) or (bool(finished) and finished[-1].delivered > 0)
 
 
 class _Producer(threading.Thread):
