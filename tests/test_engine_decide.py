@@ -14,13 +14,17 @@ from hypothesis import strategies as st
 from failover_client.engine._decide import (
     Arm,
     CanaryTick,
+    CloseLeaving,
     Deaf,
     Dial,
     Disarm,
     DrawTurn,
+    EndDrain,
+    Leaving,
     Probe,
     Rebalance,
     Reconnect,
+    Recover,
     Refill,
     Settle,
     Step,
@@ -144,6 +148,48 @@ ROWS: list[tuple[str, View[int], Step[int]]] = [
         View(alive=False, canary_due=9.0),
         Step(Reconnect()),
     ),
+    # sessions being left: quiet, deadline, flushed
+    (
+        "leaving: draining, quiet at 11, deadline 40",
+        View(leaving=(Leaving(7, quiet_until=11.0, deadline=40.0),)),
+        Step(wake_at=11.0),
+    ),
+    (
+        "leaving: quiet",
+        View(leaving=(Leaving(7, quiet_until=10.0, deadline=40.0),)),
+        Step(EndDrain(7, complete=True)),
+    ),
+    (
+        "leaving: never quiet, the deadline",
+        View(leaving=(Leaving(7, quiet_until=10.5, deadline=10.0),)),
+        Step(EndDrain(7, complete=False)),
+    ),
+    (
+        "leaving: ending, waiting for the handlers (the barrier wakes the loop)",
+        View(leaving=(Leaving(7, quiet_until=9.0, deadline=40.0, ending=True),)),
+        Step(),
+    ),
+    (
+        "leaving: flushed, close it",
+        View(leaving=(Leaving(7, 9.0, 40.0, ending=True, flushed=True),)),
+        Step(CloseLeaving(7)),
+    ),
+    (
+        "leaving: the earliest of two",
+        View(leaving=(Leaving(7, 12.0, 40.0), Leaving(8, 11.0, 40.0))),
+        Step(wake_at=11.0),
+    ),
+    (
+        "leaving: a due probe first",
+        View(probe_targets=(1,), probe=DUE, leaving=(Leaving(7, 9.0, 40.0),)),
+        Step(Probe((1,))),
+    ),
+    # brokers left by a failure
+    ("recover: a broker left, arm", View(recover_targets=(3,)), Step(Arm("recover"))),
+    ("recover: waiting", View(recover_targets=(3,), recover=ARMED), Step(wake_at=15.0)),
+    ("recover: due", View(recover_targets=(3,), recover=DUE), Step(Recover((3,)))),
+    ("recover: failed, back off", View(recover_targets=(3,), recover=RETRY), Step(Arm("recover"))),
+    ("recover: nothing left", View(recover=ARMED), Step(Disarm("recover"))),
     # several duties: the earliest deadline, the refill first among actions
     (
         "earliest of refill, probe and turn",
@@ -194,6 +240,9 @@ def pending(view: View[int], now: float) -> bool:
         or (view.rebalancing and view.next_release is not None and view.next_release > now)
         or view.canary_due is not None
         or view.canary_since is not None
+        or any(not leaving.ending or leaving.flushed for leaving in view.leaving)
+        or view.recover_targets != ()
+        or not view.recover.idle
     )
 
 
@@ -207,6 +256,19 @@ refilling = st.builds(
     View, standbys_wanted=st.integers(-1, 2), refill_candidates=brokers, refill=timers
 )
 probing = st.builds(View, probe_targets=brokers, probe=timers)
+leaves = st.lists(
+    st.builds(
+        Leaving,
+        slot=st.integers(0, 5),
+        quiet_until=times,
+        deadline=times,
+        ending=st.booleans(),
+        flushed=st.booleans(),
+    ),
+    max_size=3,
+).map(tuple)
+leaving = st.builds(View, leaving=leaves)
+recovering = st.builds(View, recover_targets=brokers, recover=timers)
 rebalancing = st.builds(
     View,
     rebalancing=st.just(True),
@@ -235,6 +297,9 @@ everything = st.builds(
     canary_due=st.none() | times,
     canary_since=st.none() | times,
     canary_patience=st.floats(min_value=0.0, max_value=5.0),
+    leaving=leaves,
+    recover_targets=brokers,
+    recover=timers,
 )
 canary = st.builds(
     View,
@@ -243,7 +308,7 @@ canary = st.builds(
     canary_patience=st.floats(min_value=0.0, max_value=5.0),
 )
 # One kind of pending work at a time (each alone must get its deadline), then all at once.
-views = st.one_of(dialing, refilling, probing, rebalancing, canary, everything)
+views = st.one_of(dialing, refilling, probing, rebalancing, canary, leaving, recovering, everything)
 
 
 @PROPERTY

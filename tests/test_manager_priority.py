@@ -9,6 +9,8 @@ from test_manager_support import A, B, C, make, running
 
 from failover_client._events import (
     Connected,
+    DrainFinished,
+    DrainStarted,
     FailedOver,
     PriorityRestored,
     StandbyConnected,
@@ -91,10 +93,16 @@ def test_priority_backup_moves_back_when_the_preferred_broker_answers():
         assert restored == PriorityRestored("stomp://b:61613", "stomp://a:61613")
         assert rig.conn.broker == "stomp://a:61613"
         assert rig.conn.state == "connected"
-        assert rig.connector.session(B).closed
+        # Make-before-break: b drains its queue subscription until quiet, then closes.
+        assert rig.events.wait_for(DrainStarted).broker == "stomp://b:61613"
+        assert not rig.connector.session(B).closed
         assert list(rig.connector.session(A).subscriptions) == ["s1"]
         assert rig.events.wait_for(Connected, 2).broker == "stomp://a:61613"
-        # On the best tier nothing is probed any more.
+        # On the best tier nothing is probed any more: only the drain's quiet period is due.
+        assert rig.clock.wait_for_deadline(1.03)
+        rig.clock.advance(1.0)
+        assert rig.events.wait_for(DrainFinished).complete
+        assert rig.connector.session(B).closed
         assert rig.clock.wait_for_waiters(1)
         assert rig.clock.deadlines() == []
 

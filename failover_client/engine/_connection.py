@@ -252,6 +252,7 @@ class FailoverConnection(Consuming):
             emit=emit,
             name=f"failover-client-loop-{number}",
             canary=self._canary,
+            when_flushed=self._consumers.when_flushed,
         )
         self._parts = Parts(
             state=self._state,

@@ -94,6 +94,8 @@ class Consumers:
         self._workers: dict[threading.Thread, Subscription] = {}
         self._subscriptions: dict[str, Subscription] = {}
         """By id, the subscriptions made here and not yet unsubscribed, drained or refused."""
+        self._flush_watch: dict[Slot, Callable[[], None]] = {}
+        """Sessions being left, told once none of their messages is buffered or handled."""
         self._unsubscribe_after: dict[str, Slot] = {}
         """UNSUBSCRIBEs asked by a handler of the subscription itself: written after its ack."""
 
@@ -121,7 +123,7 @@ class Consumers:
             prefetch=prefetch,
             prefetch_bytes=prefetch_bytes,
         )
-        inbox = Inbox(self._clock, prefetch, self._progress.set)
+        inbox = Inbox(self._clock, prefetch, self._moved_on)
         subscription = Subscription(spec, handler, self, inbox, ack=ack)
         self._state.subscribe(subscription)
         with self._lock:
@@ -179,6 +181,40 @@ class Consumers:
             return
         self._unsubscribe_on(slot, subscription.id)
 
+    # --- sessions being left ------------------------------------------------------------------
+
+    def when_flushed(self, slot: Slot, flushed: Callable[[], None]) -> None:
+        """Call ``flushed`` once no message of ``slot`` waits in a buffer or runs in a handler
+        (at once if none does): what a session being left waits for before it closes."""
+        with self._lock:
+            self._flush_watch[slot] = flushed
+        self._moved_on()
+
+    def _holds(self, slot: Slot) -> bool:
+        return any(s.inbox.holds(slot) for s in self._state.keeper.all())
+
+    def _moved_on(self) -> None:
+        """A buffer or a handler moved on (any thread)."""
+        self._progress.set()
+        with self._lock:
+            if not self._flush_watch:
+                return
+            watched = list(self._flush_watch.items())
+        for slot, flushed in watched:
+            if self._holds(slot):
+                continue
+            with self._lock:
+                if self._flush_watch.pop(slot, None) is None:
+                    continue  # another thread told it first
+            flushed()
+
+    def _hand_back(self, slot: Slot, subscription: Subscription, received: Received) -> None:
+        """A delivery of a session being left that no handler takes any more (counted on
+        the slot; the departure reports them in one ``MessagesReleased``)."""
+        with self._state.cond:
+            slot.released[subscription.id] = slot.released.get(subscription.id, 0) + 1
+        self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+
     # --- deliveries (adapter I/O threads) ----------------------------------------------------
 
     def deliver(self, slot: Slot, received: Received) -> None:
@@ -188,6 +224,9 @@ class Consumers:
             # Crossed an unsubscribe on the wire: back to the broker, for another consumer.
             self._state.count("unroutable")
             self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+            return
+        if slot.releases(subscription.id):  # a session being left stopped consuming it
+            self._hand_back(slot, subscription, received)
             return
         message = Message(received, subscription, slot, self)
         subscription.delivered += 1
@@ -221,6 +260,13 @@ class Consumers:
         inbox = subscription.inbox
         with running_on(self._clock):
             while (message := inbox.take(None)) is not None:  # None: the inbox stopped
+                source = message.session
+                if isinstance(source, Slot) and source.releases(subscription.id):
+                    message.mark_settled()
+                    inbox.settled(message, cumulative=False)
+                    self._hand_back(source, subscription, message.received)
+                    inbox.finish(message, handled=False)
+                    continue
                 self._handle(subscription, message)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
@@ -245,7 +291,7 @@ class Consumers:
             if subscription.ack == "auto":
                 self._settle_quietly(message, nack=False)
         finally:
-            subscription.inbox.finish()
+            subscription.inbox.finish(message)
 
     def _settle_quietly(self, message: Message, *, nack: bool) -> None:
         try:
@@ -278,7 +324,7 @@ class Consumers:
         if subscription.ack == "auto":
             subscription.outstanding = message  # acknowledged when the next one is asked
         else:
-            subscription.inbox.finish()
+            subscription.inbox.finish(message)
         return message
 
     def _done_with_outstanding(
@@ -294,7 +340,7 @@ class Consumers:
             self._settle_quietly(message, nack=False)
         elif not handled and not message.settled:
             self._release(subscription, [message], reason)
-        subscription.inbox.finish(handled=handled)
+        subscription.inbox.finish(message, handled=handled)
 
     # --- acknowledgements --------------------------------------------------------------------
 

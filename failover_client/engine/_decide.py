@@ -24,6 +24,11 @@ it and decides again with a fresh view, since performing it may take a connect t
 4. Priority probes (a better tier exists): on the schedule's back-off.
 5. Rebalancing: the move to this client's rendezvous home at its turn in the drain window,
    and every quarantine release (a released broker may be the home again).
+6. Brokers being left (:class:`Leaving`): a drain ends when its session was quiet for
+   ``drain_quiet`` or at its ``drain_timeout`` deadline (:class:`EndDrain`); once the messages it
+   delivered are handled, its session closes (:class:`CloseLeaving`).
+7. Brokers left by a failure that still hold our queue subscriptions' messages: retried on the
+   schedule's back-off until one answers, then drained (:class:`Recover`).
 
 The canary (``canary_interval`` > 0) comes first among a live session's duties: a session whose
 canary is overdue is deaf (:class:`Deaf`, a loss), else the next canary goes at its turn
@@ -39,13 +44,17 @@ __all__ = [
     "Action",
     "Arm",
     "CanaryTick",
+    "CloseLeaving",
     "Deaf",
     "Dial",
     "Disarm",
     "DrawTurn",
+    "EndDrain",
+    "Leaving",
     "Probe",
     "Rebalance",
     "Reconnect",
+    "Recover",
     "Refill",
     "Settle",
     "Step",
@@ -59,7 +68,7 @@ __all__ = [
 K = TypeVar("K")
 """A broker as the driver names it (an address in the engine; a plain int or str in tests)."""
 
-TimerName = Literal["probe", "refill"]
+TimerName = Literal["probe", "refill", "recover"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,23 @@ class Timer:
     @property
     def idle(self) -> bool:
         return self.due is None and not self.retry
+
+
+@dataclass(frozen=True, slots=True)
+class Leaving:
+    """A session the connection left (a move, or a drain of a recovered broker), by number.
+
+    ``quiet_until``: when its drain ends for want of deliveries (the last delivery plus
+    ``drain_quiet``; the start for a session that is not drained); ``deadline``: when it ends
+    whatever is left. ``ending``: its end is decided, and the messages it delivered are being
+    handled (the dispatch thread's barrier wakes the loop); ``flushed``: they are.
+    """
+
+    slot: int
+    quiet_until: float
+    deadline: float
+    ending: bool = False
+    flushed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +141,11 @@ class View(Generic[K]):
     subscribing of its destination until the broker confirmed it; None: nothing owed."""
     canary_patience: float = 0.0
     """How long a canary may be owed before the session is deaf (misses x interval)."""
+    leaving: tuple[Leaving, ...] = ()
+    """Sessions being left (drained or flushed), oldest first."""
+    recover_targets: tuple[K, ...] = ()
+    """Brokers left by a failure that hold queue messages of ours, to drain once they answer."""
+    recover: Timer = Timer()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +223,30 @@ class Deaf:
     silent_for: float
 
 
+@dataclass(frozen=True, slots=True)
+class EndDrain:
+    """End the leaving session ``slot``'s drain: ``complete`` when it went quiet, False at its
+    deadline. Its delivered messages are handled (or released when incomplete) before it
+    closes."""
+
+    slot: int
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLeaving:
+    """The leaving session ``slot`` delivered nothing more to handle: close it."""
+
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recover(Generic[K]):
+    """Try the brokers left by a failure; open a drain session on each that answers."""
+
+    targets: tuple[K, ...]
+
+
 Action = (
     Stop
     | Reconnect
@@ -205,6 +260,9 @@ Action = (
     | Rebalance[K]
     | CanaryTick
     | Deaf
+    | EndDrain
+    | CloseLeaving
+    | Recover[K]
 )
 
 
@@ -231,7 +289,7 @@ def decide(view: View[K], now: float) -> Step[K]:
     if not view.alive:
         return Step(Reconnect())
     deadlines: list[float] = []
-    for duty in (_canary, _refill, _probe, _rebalance):
+    for duty in (_canary, _refill, _probe, _rebalance, _leave, _recover):
         action = duty(view, now, deadlines)
         if action is not None:
             return Step(action)
@@ -276,6 +334,34 @@ def _probe(view: View[K], now: float, deadlines: list[float]) -> Action[K] | Non
         return Arm("probe")  # a preferred broker just went down: give it the schedule's delay
     if now >= timer.due:
         return Probe(view.probe_targets)
+    deadlines.append(timer.due)
+    return None
+
+
+def _leave(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    for leaving in view.leaving:
+        if leaving.flushed:
+            return CloseLeaving(leaving.slot)
+        if leaving.ending:
+            continue  # the consumers wake the loop once its messages are handled
+        if now >= leaving.quiet_until:
+            return EndDrain(leaving.slot, complete=True)
+        if now >= leaving.deadline:
+            return EndDrain(leaving.slot, complete=False)
+        deadlines.append(min(leaving.quiet_until, leaving.deadline))
+    return None
+
+
+def _recover(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:
+    # The priority probe's rule: the broker just went down, so the first try waits the
+    # schedule's delay, and a failed try backs off.
+    timer = view.recover
+    if not view.recover_targets:
+        return None if timer.idle else Disarm("recover")
+    if timer.due is None:
+        return Arm("recover")
+    if now >= timer.due:
+        return Recover(view.recover_targets)
     deadlines.append(timer.due)
     return None
 

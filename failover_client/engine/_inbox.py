@@ -48,6 +48,9 @@ class Inbox:
         """Per delivering session (its slot), the messages not settled yet, oldest first."""
         self._warned: set[object] = set()
         self._running = 0
+        self._holding: dict[object, int] = {}
+        """Per delivering session, its messages buffered or taken and not finished (what a
+        session being left waits for before it closes)."""
         self._taking = True
         """False once stopped: takers get None, the worker ends."""
         self._open = True
@@ -67,6 +70,7 @@ class Inbox:
             if not self._open:
                 return False, None
             self._items.append(message)
+            self._holding[slot] = self._holding.get(slot, 0) + 1
             pending = self._unsettled.setdefault(slot, {})
             pending[message] = None
             self.last_delivery_at = self._clock.monotonic()
@@ -107,10 +111,11 @@ class Inbox:
         self._changed()
         return message
 
-    def finish(self, *, handled: bool = True) -> None:
+    def finish(self, message: Message, *, handled: bool = True) -> None:
         """A taken message was handled (whatever its outcome), or handed back unhandled."""
         with self._lock:
             self._running -= 1
+            self._unhold_locked(message.session)
             if handled:
                 self.handled += 1
         self._changed()
@@ -153,6 +158,8 @@ class Inbox:
             self._taking = False
             left = list(self._items)
             self._items.clear()
+            for message in left:
+                self._unhold_locked(message.session)
             self._wake_locked()
         self._changed()
         return left
@@ -162,7 +169,19 @@ class Inbox:
         with self._lock:
             self._taking = True
 
+    def _unhold_locked(self, slot: object) -> None:
+        count = self._holding.get(slot, 0) - 1
+        if count > 0:
+            self._holding[slot] = count
+        else:
+            self._holding.pop(slot, None)
+
     # --- what the connection reads -----------------------------------------------------------
+
+    def holds(self, slot: object) -> bool:
+        """Whether a message of session ``slot`` is buffered here or still being handled."""
+        with self._lock:
+            return slot in self._holding
 
     @property
     def buffered(self) -> int:

@@ -133,6 +133,7 @@ class SlotRouter:
     def _slot_message(self, slot: Slot, message: Received) -> None:
         if self._canary is not None and self._canary.on_message(slot, message):
             return  # handled here, on the adapter's thread: never behind a slow handler
+        slot.note_delivery(self._state.clock.monotonic())
         # Into the subscription's own buffer: its worker (or receive()) takes it from there.
         self._consumers.deliver(slot, message)
 

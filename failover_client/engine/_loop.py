@@ -5,7 +5,8 @@ It reads as a short piece of orchestration::
     until closed or given up:
         session = a live standby, or a reconnect run (Dialer.attempts)
         install it (restore subscriptions, replay unconfirmed sends)
-        serve it until it is lost: standby refill, priority probes, rebalancing
+        serve it until it is lost: standby refill, priority probes, rebalancing,
+            drains of the brokers it left (make-before-break moves: ``._leaving``)
 
 Every timed decision is :func:`._decide.decide`'s: each pass reads the clock once, copies what
 the decisions need into a :class:`~._decide.View`, performs the one action the step names (then
@@ -35,13 +36,16 @@ from failover_client.engine._canary import Canary
 from failover_client.engine._decide import (
     Arm,
     CanaryTick,
+    CloseLeaving,
     Deaf,
     Dial,
     Disarm,
     DrawTurn,
+    EndDrain,
     Probe,
     Rebalance,
     Reconnect,
+    Recover,
     Refill,
     Settle,
     Stop,
@@ -57,6 +61,7 @@ from failover_client.engine._dial import (
     ScheduleLike,
     ScheduleRunLike,
 )
+from failover_client.engine._leaving import Departures
 from failover_client.engine._planner import Planner
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
@@ -118,6 +123,7 @@ class ReconnectLoop:
         emit: Callable[[Event], None],
         name: str,
         canary: Canary | None = None,
+        when_flushed: Callable[[Slot, Callable[[], None]], None] | None = None,
     ) -> None:
         self._state = state
         self._canary = canary
@@ -128,6 +134,15 @@ class ReconnectLoop:
         self._emit = emit
         self._probe = _Backoff(schedule, options.max_reconnect_delay)
         self._refill = _Backoff(schedule, options.max_reconnect_delay)
+        self._recover = _Backoff(schedule, options.max_reconnect_delay)
+        self._departures = Departures(
+            state=state,
+            open_session=dialer.open,
+            clock=clock,
+            options=options,
+            emit=emit,
+            when_flushed=when_flushed or _flushed_at_once,
+        )
         self._probe_struck: set[str] = set()
         self.first_outcome = threading.Event()
         """Set once the first connection succeeded or the loop gave up / was closed."""
@@ -166,6 +181,7 @@ class ReconnectLoop:
                     self.first_outcome.set()
                     previous = self._serve(outcome.slot)
                     lost_at = self._clock.monotonic()
+                    self._departures.lost(previous)
                     self._dialer.lost(previous)
         except Interrupted:
             pass
@@ -176,6 +192,7 @@ class ReconnectLoop:
             _log.exception("the reconnect loop failed")
             self._give_up(exc)
         finally:
+            self._departures.close_all()
             self._state.drop_standbys()
             self.first_outcome.set()
 
@@ -267,6 +284,8 @@ class ReconnectLoop:
                 current = self._rebalance(current, action, now)
             elif isinstance(action, CanaryTick | Deaf):
                 self._canary_step(current, action, now)
+            elif isinstance(action, EndDrain | CloseLeaving | Recover):
+                self._depart(action)
             else:  # Dial: decide() names it only while dialing
                 raise AssertionError(f"{action!r} while serving a session")
 
@@ -293,12 +312,11 @@ class ReconnectLoop:
         canary_due = canary_since = None
         if self._canary is not None:
             canary_due, canary_since = self._canary.view(current, now)
+        better = tuple(a for a in planner.better(current.address, now) if a.key not in struck)
         return View(
             stopping=state.stop.is_set(),
             alive=current.alive,
-            probe_targets=tuple(
-                a for a in planner.better(current.address, now) if a.key not in struck
-            ),
+            probe_targets=better,
             probe=self._probe.timer,
             standbys_wanted=wanted,
             refill_candidates=candidates,
@@ -311,6 +329,9 @@ class ReconnectLoop:
             canary_due=canary_due,
             canary_since=canary_since,
             canary_patience=0.0 if self._canary is None else self._canary.patience,
+            leaving=self._departures.view(now),
+            recover_targets=self._departures.recover_targets(current, better),
+            recover=self._recover.timer,
         )
 
     def _canary_step(self, current: Slot, action: CanaryTick | Deaf, now: float) -> None:
@@ -322,6 +343,8 @@ class ReconnectLoop:
             canary.tick(current, now)
 
     def _timer(self, name: TimerName) -> _Backoff:
+        if name == "recover":
+            return self._recover
         return self._probe if name == "probe" else self._refill
 
     # --- priority backup ---------------------------------------------------------------------
@@ -344,20 +367,61 @@ class ReconnectLoop:
         return current
 
     def _switch(self, old: Slot, new: Slot, *, rebalance: bool = False) -> Slot:
-        """Move traffic from ``old`` to the preferred ``new`` without losing a confirmation."""
+        """Move traffic from ``old`` to the preferred ``new``, make-before-break.
+
+        New sends wait while ``old``'s confirmations come in (nothing is replayed twice), the
+        subscriptions are made and confirmed on ``new``, sends move to it, and only then does
+        ``old`` stop being current: it goes on delivering as a leaving session until its
+        broker is drained (see :mod:`._leaving`).
+        """
         state = self._state
         state.begin_switch()
         state.drain(old, self._clock.monotonic() + self._options.connect_timeout)
-        state.retire(old)
-        if state.install(new):
-            self._emit(Connected(new.broker, 1, 0.0))
-            if rebalance:
-                self._emit(Rebalanced(old.broker, new.broker))
-                _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)
-            else:
-                self._emit(PriorityRestored(old.broker, new.broker))
-                _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+        if not self._departures.prepare(new):
+            state.retire(new)
+            return old if state.reinstate(old) else new
+        state.hand_over(old)
+        if not state.install(new):
+            # ``new`` died on the way: ``old`` never stopped, so it carries on as it was.
+            if state.reinstate(old):
+                state.retire(new)
+                return old
+            state.retire(old)
+            return new
+        self._emit(Connected(new.broker, 1, 0.0))
+        if rebalance:
+            self._emit(Rebalanced(old.broker, new.broker))
+            _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)
+        else:
+            self._emit(PriorityRestored(old.broker, new.broker))
+            _log.info("priority backup: moved from %s to %s", old.broker, new.broker)
+        self._departures.leave(old, "move")
         return new
+
+    # --- brokers left ------------------------------------------------------------------------
+
+    def _depart(self, action: EndDrain | CloseLeaving | Recover[BrokerAddress]) -> None:
+        if isinstance(action, EndDrain):
+            self._departures.end(action.slot, complete=action.complete)
+        elif isinstance(action, CloseLeaving):
+            self._departures.close(action.slot)
+        else:
+            self._recover_left(action.targets)
+
+    def _recover_left(self, targets: tuple[BrokerAddress, ...]) -> None:
+        """Open a drain session on each broker left by a failure that answers again."""
+        answered = False
+        for address in targets:
+            if self._state.stop.is_set():
+                raise Interrupted
+            try:
+                answered = self._departures.recover(address) or answered
+            except ConnectionFailure:
+                continue
+        if answered:
+            self._recover.reset()
+        else:
+            self._recover.failed()
 
     # --- rebalancing -------------------------------------------------------------------------
 
@@ -405,3 +469,8 @@ class ReconnectLoop:
             self._refill.reset()
         else:
             self._refill.failed()
+
+
+def _flushed_at_once(slot: Slot, flushed: Callable[[], None]) -> None:
+    """Without consumers (a loop built alone, in tests) nothing is ever buffered."""
+    flushed()

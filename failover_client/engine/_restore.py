@@ -81,6 +81,10 @@ class SubscriptionKeeper:
         found = (self._registry.get(spec.id) for spec in self._registry.specs())
         return [s for s in found if s is not None]
 
+    def specs(self) -> list[SubscriptionSpec]:
+        """The live subscriptions' specs, in creation order."""
+        return self._registry.specs()
+
     # --- what each session was asked (lock held) ---------------------------------------------
 
     def claim(self, slot: Slot, subscription_id: str) -> None:

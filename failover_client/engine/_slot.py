@@ -1,13 +1,15 @@
 """A session together with what the connection knows about it.
 
 A connection holds several sessions over its life (the current one, standbys, a probe that becomes
-current, old ones that are retired). A :class:`Slot` wraps one of them with its role and liveness,
-so a late callback (a confirmation, a message, a loss) from any session is attributed to the
-right one, and ``io_lock`` serialises every call into the session (adapters are not thread-safe).
+current, old ones that are leaving (drained after a move) or retired). A :class:`Slot` wraps one
+of them with its role and liveness, so a late callback (a confirmation, a message, a loss) from
+any session is attributed to the right one, and ``io_lock`` serialises every call into the
+session (adapters are not thread-safe).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -15,9 +17,11 @@ from typing import Literal, Protocol
 from failover_client.adapter import AdvertisedBrokers, Received, Session
 from failover_client.uri import BrokerAddress
 
-__all__ = ["Lifecycle", "Role", "Slot", "SlotEvents", "SlotListener"]
+_log = logging.getLogger("failover_client")
 
-Role = Literal["dialing", "current", "standby", "retired"]
+__all__ = ["Lifecycle", "Role", "Slot", "SlotEvents", "SlotListener", "hand_back"]
+
+Role = Literal["dialing", "current", "standby", "leaving", "retired"]
 
 
 @dataclass(eq=False)
@@ -39,6 +43,27 @@ class Slot:
     io_lock: threading.Lock = field(default_factory=threading.Lock)
     redirected: bool = False
     """The broker sent the client elsewhere: its end blames no frame (see ``_poison``)."""
+    deliveries: int = 0
+    last_delivery_at: float | None = None
+    """Messages this session delivered, and when the last came (``clock.monotonic()``, on the
+    adapter's thread): what tells a drain that the broker went quiet."""
+    release_unhandled: bool = False
+    """Set when the connection stops consuming on this (leaving) session: a message it
+    delivered that no handler took yet is released (``Session.release``), not handled."""
+    stopped: set[str] = field(default_factory=set)
+    """Subscriptions this (leaving) session no longer consumes for: their deliveries are
+    released like those of ``release_unhandled``."""
+    released: dict[str, int] = field(default_factory=dict)
+    """Messages released per subscription id (see ``releases``)."""
+
+    def releases(self, subscription_id: str) -> bool:
+        """Whether a delivery of ``subscription_id`` on this session goes back unhandled."""
+        return self.release_unhandled or subscription_id in self.stopped
+
+    def note_delivery(self, now: float) -> None:
+        """The session delivered a message at ``now`` (adapter thread; plain stores)."""
+        self.deliveries += 1
+        self.last_delivery_at = now
 
     @property
     def broker(self) -> str:
@@ -46,6 +71,21 @@ class Slot:
 
     def __repr__(self) -> str:
         return f"<Slot #{self.number} {self.address} {self.role}{'' if self.alive else ' dead'}>"
+
+
+def hand_back(session: Session, message: Received) -> None:
+    """``Session.release(message)``; with an adapter that has no release yet, nothing.
+
+    Nothing is what release writes on ActiveMQ too: a broker returns a message that was never
+    settled when its subscription or session ends, and the leaving session that hands messages
+    back is about to end.
+    """
+    try:
+        session.release(message)
+    except NotImplementedError:
+        _log.debug(
+            "%s: no release; the broker returns the message when the session ends", session.address
+        )
 
 
 class Lifecycle(Protocol):

@@ -353,6 +353,24 @@ class ConnectionState:
                 self.state = "switching"
                 self.cond.notify_all()
 
+    def hand_over(self, slot: Slot) -> None:
+        """``slot`` is being left (a make-before-break move) or only drained: it keeps its
+        subscriptions, but its loss is no fail-over (see ``engine._leaving``)."""
+        with self.cond:
+            if slot.role in ("current", "dialing"):
+                slot.role = "leaving"
+
+    def reinstate(self, slot: Slot) -> bool:
+        """A move's new session failed: ``slot`` is current again (False: it died too)."""
+        with self.cond:
+            if not slot.alive or self.state in _TERMINAL:
+                return False
+            slot.role = "current"
+            self.current = slot
+            self.state = "connected"
+            self.cond.notify_all()
+            return True
+
     def drain(self, slot: Slot, deadline: float | None) -> bool:
         """Wait until nothing is awaiting confirmation from ``slot`` (or it died)."""
         sender = self.sender
