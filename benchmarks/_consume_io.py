@@ -280,17 +280,18 @@ class _AmqpSender(MessagingHandler):  # type: ignore[misc]
         self.error = f"transport: {event.transport.condition}"
 
 
+def _auth(broker: Broker) -> dict[str, Any]:
+    login, passcode = broker.credentials or (None, None)
+    if login is None:
+        return {"allowed_mechs": "ANONYMOUS"}
+    return {"user": login, "password": passcode or "", "allowed_mechs": "PLAIN"}
+
+
 def amqp_produce(
     broker: Broker, address: str, size: int, rate: float, seconds: float, count: int = 0
 ) -> int:
     """Send over AMQP (paced, or ``count`` at once); the number the broker accepted."""
-    login, passcode = broker.credentials or (None, None)
-    auth: dict[str, Any] = (
-        {"allowed_mechs": "ANONYMOUS"}
-        if login is None
-        else {"user": login, "password": passcode or "", "allowed_mechs": "PLAIN"}
-    )
-    sender = _AmqpSender(broker.uri("amqp"), address, auth, size, rate, seconds)
+    sender = _AmqpSender(broker.uri("amqp"), address, _auth(broker), size, rate, seconds)
     sender.count = count
     thread = threading.Thread(target=Container(sender).run, daemon=True)
     thread.start()
@@ -305,10 +306,14 @@ def amqp_produce(
 # -- what is left on the broker --------------------------------------------------------------
 
 
+FIRST_WAIT = 10.0  # seconds a drain waits for its first message (a broker under load is slow)
+
+
 def stomp_ids(broker: Broker, dest: str, idle: float = 2.0, limit: float = 600.0) -> list[str]:
     """Consume everything in ``dest`` (auto acks) and return its ``bench-id`` values.
 
-    Ends ``idle`` seconds after the last message (or the subscription, on an empty queue).
+    Ends ``idle`` seconds after the last message, or ``FIRST_WAIT`` after subscribing when
+    nothing came.
     """
     ep = broker.endpoint("stomp")
     login, passcode = broker.credentials or (None, None)
@@ -332,7 +337,10 @@ def stomp_ids(broker: Broker, dest: str, idle: float = 2.0, limit: float = 600.0
         with cond:
             while time.monotonic() < end:
                 before = len(ids)
-                cond.wait_for(lambda before=before: len(ids) != before, idle)  # type: ignore[misc]
+                cond.wait_for(
+                    lambda before=before: len(ids) != before,  # type: ignore[misc]
+                    idle if before else FIRST_WAIT,
+                )
                 if len(ids) == before:
                     break
     finally:
@@ -340,7 +348,45 @@ def stomp_ids(broker: Broker, dest: str, idle: float = 2.0, limit: float = 600.0
     return ids
 
 
-def amqp_ids(broker: Broker, queue: str, idle: float = 2.0) -> list[str]:
+class _AmqpDrain(MessagingHandler):  # type: ignore[misc]
+    """Receives (credit 1,000, each accepted) until ``idle`` seconds pass without a message
+    (``FIRST_WAIT`` before the first)."""
+
+    def __init__(self, url: str, address: str, auth: dict[str, Any], idle: float) -> None:
+        super().__init__(prefetch=1000)
+        self.url, self.address, self.auth, self.idle = url, address, auth, idle
+        self.ids: list[str] = []
+        self.last = time.monotonic()
+        self.conn: Any = None
+        self.error: str | None = None
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url, reconnect=False, **self.auth)
+        event.container.create_receiver(self.conn, self.address)
+        event.container.schedule(self.idle, self)
+
+    def on_message(self, event: Any) -> None:
+        self.ids.append(str((event.message.properties or {}).get("bench-id", "?")))
+        self.last = time.monotonic()
+
+    def on_timer_task(self, event: Any) -> None:
+        wait = self.idle if self.ids else FIRST_WAIT
+        quiet = time.monotonic() - self.last
+        if quiet >= wait:
+            self.conn.close()
+        else:
+            event.container.schedule(min(self.idle, wait - quiet), self)
+
+    def on_transport_error(self, event: Any) -> None:
+        self.error = f"transport: {event.transport.condition}"
+
+
+def amqp_ids(broker: Broker, queue: str, idle: float = 2.0, limit: float = 600.0) -> list[str]:
     """The ``bench-id`` of every message left in RabbitMQ queue ``queue`` (drained over AMQP)."""
-    found = broker.drain(f"/queue/{queue}", timeout=600.0, idle=idle, protocol="amqp")
-    return [m.headers.get("bench-id", "?") for m in found]
+    drain = _AmqpDrain(broker.uri("amqp"), f"/amq/queue/{queue}", _auth(broker), idle)
+    thread = threading.Thread(target=Container(drain).run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive() or drain.error:
+        raise RuntimeError(f"the AMQP drain of {queue} failed: {drain.error or 'no end'}")
+    return drain.ids
