@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, tuple[str, bool, list[str]]] = {
     "rebalance": ("bench_rebalance.py", True, ["--quick"]),
     "spark_sink": ("bench_spark_sink.py", True, ["--quick"]),
     "spark_source": ("bench_spark_source.py", True, ["--quick"]),
+    "consume": ("bench_consume.py", True, ["--quick"]),
     "topology": ("bench_topology.py", True, ["--rounds", "2", "--idle", "5", "--watchers", "5"]),
 }
 TIMEOUT = {"quick": 900.0, "full": 3600.0}
