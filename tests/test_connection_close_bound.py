@@ -1,4 +1,5 @@
-"""``close()`` does not wait for a topology source stuck in a call nothing can interrupt.
+"""``close()`` does not wait for a topology source stuck in a call nothing can interrupt, nor
+for an event listener that never returns.
 
 A custom DNS resolver (``DnsSource(resolve=...)``) stuck in a lookup held ``close()`` for as long
 as the lookup took (21.7 s measured). Now the sources get ``SOURCES_STOP_TIMEOUT`` (virtual
@@ -88,3 +89,36 @@ def test_close_with_prompt_sources_waits_for_them() -> None:
     conn.connect()
     conn.close()
     assert stopped.is_set()
+
+
+def test_close_returns_while_an_event_listener_never_returns(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Real seconds here (a thread join): the bound is made short so the test does not wait.
+    monkeypatch.setattr("failover_client.engine._lifetime.LISTENERS_STOP_TIMEOUT", 0.05)
+    clock = FakeClock(autojump=True)
+    entered = threading.Event()
+    release = threading.Event()
+
+    def stuck(event: object) -> None:
+        entered.set()
+        release.wait(SAFETY_TIMEOUT)  # a safety net: the test releases it
+
+    conn = FailoverConnection(
+        "failover:(stomp://a:61613)",
+        connector=FakeConnector(clock=clock),
+        clock=clock,
+        listeners=[stuck],
+    )
+    conn.connect()
+    assert entered.wait(SAFETY_TIMEOUT)
+    try:
+        conn.close()
+        assert conn.state == "closed"
+        assert any(
+            "an event listener did not return within 0.05 s" in r.getMessage()
+            and r.levelno == logging.WARNING
+            for r in caplog.records
+        )
+    finally:
+        release.set()

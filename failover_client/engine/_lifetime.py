@@ -56,6 +56,8 @@ __all__ = [
 _log = logging.getLogger("failover_client")
 
 SOURCES_STOP_TIMEOUT = 2.0
+LISTENERS_STOP_TIMEOUT = 2.0
+"""How long ``close()`` waits for the listeners to take the events queued before it."""
 """Seconds ``close()`` waits for the topology sources to stop (see :meth:`Parts.close`)."""
 
 
@@ -217,7 +219,16 @@ class Parts:
         self.dialer.cancel()
         self.dispatcher.stop()
         self.loop.join()  # ends: stop is set and the dialer cancelled, its waits' two wakers
-        self.dispatcher.join()  # ends after the events queued (listeners; no handler runs there)
+        # The events queued before close (``Closed`` last) reach the listeners; a listener that
+        # never returns is left on the daemon thread rather than holding close().
+        self.dispatcher.join(LISTENERS_STOP_TIMEOUT)
+        thread = self.dispatcher.thread
+        if thread.is_alive() and thread is not threading.current_thread():
+            _log.warning(
+                "%s: an event listener did not return within %g s; left on its daemon thread",
+                self.name,
+                LISTENERS_STOP_TIMEOUT,
+            )
 
     def stop_sources(self) -> None:
         """Stop the topology sources, waiting at most :data:`SOURCES_STOP_TIMEOUT`.
