@@ -30,7 +30,7 @@ def test_a_slow_handler_leaves_the_backlog_on_the_broker() -> None:
     with running(rig):
         subscription = rig.conn.subscribe("/queue/in", slow, id="s1", prefetch=5)
         session = rig.connector.session(A)
-        assert session.subscriptions["s1"].ack == "client-individual"
+        assert session.subscriptions["s1"].ack == "client"
         assert session.subscriptions["s1"].prefetch == 5
         for number in range(50):
             session.deliver("s1", b"%d" % number)

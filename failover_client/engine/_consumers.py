@@ -54,6 +54,7 @@ from failover_client._events import (
 )
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._arguments import check_timeout
+from failover_client.engine._autoack import AutoAcks
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._inbox import Inbox
 from failover_client.engine._slot import Slot
@@ -94,6 +95,7 @@ class Consumers:
         self._workers: dict[threading.Thread, Subscription] = {}
         self._subscriptions: dict[str, Subscription] = {}
         """By id, the subscriptions made here and not yet unsubscribed, drained or refused."""
+        self._auto_acks = AutoAcks()
         self._flush_watch: dict[Slot, Callable[[], None]] = {}
         """Sessions being left, told once none of their messages is buffered or handled."""
         self._unsubscribe_after: dict[str, Slot] = {}
@@ -116,8 +118,11 @@ class Consumers:
         spec = SubscriptionSpec(
             id=subscription_id or self._state.keeper.new_id(),
             destination=destination,
-            # The broker's flow control binds only with client acknowledgement.
-            ack="client-individual" if ack == "auto" else ack,
+            # The broker's flow control binds only with client acknowledgement; a callback
+            # subscription's handled messages are acknowledged cumulatively (``_autoack``).
+            ack=("client" if handler is not None else "client-individual")
+            if ack == "auto"
+            else ack,
             durable_name=durable_name,
             headers=tuple((headers or {}).items()),
             prefetch=prefetch,
@@ -169,6 +174,7 @@ class Consumers:
         own = self._own_subscription() is subscription
         if not own:
             self._wait_until(lambda: inbox.running == 0, self._clock.monotonic() + HANDLER_GRACE)
+            self._ack_handled(subscription)
         self._done_with_outstanding(subscription, handled=False, reason="unsubscribe")
         self._release(subscription, inbox.close(), "unsubscribe")
         if slot is None:
@@ -268,6 +274,7 @@ class Consumers:
                     inbox.finish(message, handled=False)
                     continue
                 self._handle(subscription, message)
+        self._ack_handled(subscription)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
             slot = self._unsubscribe_after.pop(subscription.id, None)
@@ -283,15 +290,31 @@ class Consumers:
             self._state.count("handler_errors")
             self._emit(HandlerError(subscription.id, message.message_id, exc))
             # Not acknowledged: rejected, so the broker redelivers or dead-letters it by its
-            # rules. Not in ``client`` mode, where a NACK is cumulative on the wire and would
-            # reject the earlier messages the application still means to acknowledge.
-            if subscription.spec.ack != "client":
+            # rules. Not in the application's ``client`` mode, where a NACK is cumulative on
+            # the wire and would reject the earlier messages it still means to acknowledge.
+            if subscription.ack == "auto" and subscription.spec.ack == "client":
+                earlier = self._auto_acks.before_reject(message)
+                if earlier is not None:
+                    self._settle_quietly(earlier, nack=False)
+                self._settle_quietly(message, nack=True)
+            elif subscription.spec.ack != "client":
                 self._settle_quietly(message, nack=True)
         else:
-            if subscription.ack == "auto":
+            if subscription.ack == "auto" and subscription.spec.ack == "client":
+                more = subscription.inbox.more_from(message.session)
+                due = self._auto_acks.handled(message, more=more)
+                if due is not None:
+                    self._settle_quietly(due, nack=False)
+            elif subscription.ack == "auto":
                 self._settle_quietly(message, nack=False)
         finally:
             subscription.inbox.finish(message)
+
+    def _ack_handled(self, subscription: Subscription) -> None:
+        """Write the batched acknowledgements still pending (before any release: in
+        ``client`` mode a rejection is cumulative and would take handled messages with it)."""
+        for handled in self._auto_acks.take(subscription.id):
+            self._settle_quietly(handled, nack=False)
 
     def _settle_quietly(self, message: Message, *, nack: bool) -> None:
         try:
@@ -421,6 +444,8 @@ class Consumers:
         self._wait_until(
             lambda: not any(busy(s) for s in subscriptions), start + max(drain, HANDLER_GRACE)
         )
+        for subscription in subscriptions:
+            self._ack_handled(subscription)  # held with the rest, written next
         self._flush_held()
         slots = {s.id: self._state.forget(s) for s in subscriptions} if forget else {}
         for subscription in subscriptions if forget else ():
