@@ -15,9 +15,11 @@ An acknowledgement is written when, for the message's session:
   being left): nothing handled stays unacknowledged while the subscription waits;
 * a stop (close, drain, unsubscribe) takes every pending one.
 
-A handler that raises gets its message rejected, which in ``client`` mode is cumulative too
-(RabbitMQ rejects every earlier unacknowledged message with it): the handled messages before it
-are acknowledged first, so the rejection covers that one message alone.
+A rejection or a release in ``client`` mode is cumulative too (RabbitMQ rejects or requeues every
+earlier unacknowledged message with it), and a broker may refuse an acknowledgement after the
+subscription's UNSUBSCRIBE: so the pending acknowledgement of a subscription on a session is
+written before any rejection, release or UNSUBSCRIBE there, and a session that stopped consuming
+the subscription (being left) gets its handled messages acknowledged one at a time.
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ class AutoAcks:
             self._pending[key] = (count, message)
             return None
 
-    def before_reject(self, message: Message) -> Message | None:
-        """The last handled message before ``message`` (to acknowledge before rejecting it)."""
+    def take_for(self, subscription_id: str, session: object) -> Message | None:
+        """The pending acknowledgement of one subscription on one session, if any (written
+        before a rejection, a release or an UNSUBSCRIBE there)."""
         with self._lock:
-            entry = self._pending.pop((message.subscription.id, message.session), None)
+            entry = self._pending.pop((subscription_id, session), None)
         return None if entry is None else entry[1]
 
     def take(self, subscription_id: str) -> list[Message]:
