@@ -76,8 +76,9 @@ class SubscriptionSpec:
     (acknowledged, rejected or released): the adapter translates it into the broker's flow
     control (ActiveMQ ``activemq.prefetchSize``, RabbitMQ ``prefetch-count``, Artemis
     ``consumer-window-size``, AMQP link credit). It binds in the ``client`` modes; the engine
-    subscribes a user's ``auto`` subscription as ``client-individual`` and acknowledges each
-    message after its handler returned, so the bound holds there too."""
+    subscribes a user's ``auto`` subscription in one of them (a callback one as ``client``,
+    acknowledged cumulatively once handled; a pull one as ``client-individual``), so the bound
+    holds there too."""
     prefetch_bytes: int = 0
     """An optional byte bound besides ``prefetch`` (0: none); where a broker counts its window
     in bytes (Artemis) it is that window."""

@@ -13,6 +13,7 @@ import threading
 from test_manager_support import A, B, make, running
 
 from failover_client._events import AckDropped, FailedOver, HandlerError, PrefetchExceeded
+from failover_client.adapter import Received
 from failover_client.engine._subscriptions import Message
 
 
@@ -30,7 +31,7 @@ def test_a_slow_handler_leaves_the_backlog_on_the_broker() -> None:
     with running(rig):
         subscription = rig.conn.subscribe("/queue/in", slow, id="s1", prefetch=5)
         session = rig.connector.session(A)
-        assert session.subscriptions["s1"].ack == "client-individual"
+        assert session.subscriptions["s1"].ack == "client"
         assert session.subscriptions["s1"].prefetch == 5
         for number in range(50):
             session.deliver("s1", b"%d" % number)
@@ -39,8 +40,12 @@ def test_a_slow_handler_leaves_the_backlog_on_the_broker() -> None:
         assert subscription.in_flight == 5
         assert subscription.last_delivery_at == rig.clock.monotonic()
         gate.set()
-        assert rig.connector.wait_until(lambda: len(session.acks) == 50)
+        # Acknowledged cumulatively (``client`` mode): the last ack settles every message.
+        assert rig.connector.wait_until(lambda: session.acks and session.acks[-1].body == b"49")
+        assert session.unsettled("s1") == 0
+        assert session.waiting("s1") == 0
         assert handled == [b"%d" % n for n in range(50)]  # in order, every one
+        assert len(session.acks) < 50  # in batches
         assert session.most_unsettled == 5
         assert max(seen_in_flight) <= 5
         assert subscription.handled == 50
@@ -83,11 +88,13 @@ def test_a_slow_subscription_does_not_delay_another() -> None:
         # Handled while the slow handler still blocks.
         assert [fast.get(timeout=5) for _ in range(3)] == [b"f0", b"f1", b"f2"]
         assert not gate.is_set()
-        assert rig.connector.wait_until(
-            lambda: sorted(m.body for m in session.acks) == [b"f0", b"f1", b"f2"]
-        )
+        # Acknowledged (cumulatively) with nothing more waiting, while "slow" still blocks.
+        assert rig.connector.wait_until(lambda: session.unsettled("fast") == 0)
+        assert session.acks[-1].body == b"f2"
+        assert session.unsettled("slow") == 2
         gate.set()
-        assert rig.connector.wait_until(lambda: len(session.acks) == 5)
+        assert rig.connector.wait_until(lambda: session.unsettled("slow") == 0)
+        assert session.acks[-1].body == b"s2"
 
 
 def test_a_handler_that_raises_is_reported_its_message_rejected_and_the_rest_handled() -> None:
@@ -170,12 +177,23 @@ def test_a_handler_may_unsubscribe_its_own_subscription_after_its_ack() -> None:
             unsubscribe(subscription_id)
 
         session.unsubscribe = recording  # type: ignore[method-assign]
+        release = session.release
+        acks_at_release: list[int] = []
+
+        def releasing(received: Received) -> None:
+            acks_at_release.append(len(session.acks))
+            release(received)
+
+        session.release = releasing  # type: ignore[method-assign]
         for body in (b"a", b"stop", b"c", b"d"):
             session.deliver("s1", body)
         gate.set()
         assert rig.connector.wait_until(lambda: session.unsubscribed == ["s1"])
-        assert acks_at_unsubscribe == [2]  # "a" and "stop" acknowledged first
-        assert [m.body for m in session.acks] == [b"a", b"stop"]
+        # "a" and "stop" acknowledged (cumulatively) before the releases and the UNSUBSCRIBE:
+        # a release in ``client`` mode may be cumulative and would take "stop" with it.
+        assert session.acks[-1].body == b"stop"
+        assert acks_at_release == [len(session.acks)] * 2
+        assert acks_at_unsubscribe == [len(session.acks)]
         assert [m.body for m in session.releases] == [b"c", b"d"]
         assert not subscription.active
 
@@ -200,9 +218,12 @@ def test_messages_of_a_session_that_died_are_still_handled_and_their_acks_droppe
         old.kill()
         rig.events.wait_for(FailedOver)
         gate.set()
-        dropped = rig.events.wait_for(AckDropped, count=2)
-        assert dropped.subscription_id == "s1"
+        # Acknowledged cumulatively: "2" stands for both, and its ack is dropped.
+        dropped = rig.events.wait_for(AckDropped)
+        assert (dropped.subscription_id, dropped.nack) == ("s1", False)
+        assert rig.connector.wait_until(lambda: subscription.in_flight == 0)
         assert handled == [b"1", b"2"]
+        # One acknowledgement for the two: "1" was held while "2" waited.
+        assert [e.message_id for e in rig.events.of_type(AckDropped)] == [dropped.message_id]
         assert old.acks == []
         assert rig.connector.session(B).acks == []
-        assert subscription.in_flight == 0

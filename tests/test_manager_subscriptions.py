@@ -61,11 +61,10 @@ def test_subscriptions_are_restored_with_the_same_ids_after_failover():
         rig.events.wait_for(FailedOver)
         restored = rig.connector.session(B).subscriptions
         assert restored == {
-            # A user's auto subscription is client-individual on the wire (acked once handled).
-            "s1": SubscriptionSpec("s1", "/queue/one", "client-individual"),
-            "sub-1": SubscriptionSpec(
-                "sub-1", "/topic/two", "client-individual", durable_name="nightly"
-            ),
+            # A user's auto callback subscription is client on the wire (acked once handled,
+            # cumulatively).
+            "s1": SubscriptionSpec("s1", "/queue/one", "client"),
+            "sub-1": SubscriptionSpec("sub-1", "/topic/two", "client", durable_name="nightly"),
         }
 
 

@@ -253,6 +253,7 @@ class FailoverConnection(Consuming):
             name=f"failover-client-loop-{number}",
             canary=self._canary,
             when_flushed=self._consumers.when_flushed,
+            ack_handled=self._consumers.ack_handled_on,
         )
         self._parts = Parts(
             state=self._state,

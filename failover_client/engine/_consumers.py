@@ -3,8 +3,9 @@
 A message goes from a session's I/O thread into its subscription's
 :class:`~failover_client.engine._inbox.Inbox` and is handled from there, by the subscription's
 handler on a worker thread, or by the application through ``receive()`` / iteration. The engine
-settles what it owns: a user's ``auto`` message is acknowledged once handled, a handler that
-raises gets its message rejected (``nack``) so the broker redelivers or dead-letters it. Since
+settles what it owns: a user's ``auto`` message is acknowledged once handled (a callback
+subscription's cumulatively, in batches: ``_autoack``), a handler that raises gets its message
+rejected (``nack``) so the broker redelivers or dead-letters it. Since
 every subscription is on the wire with client acknowledgement and a prefetch, the broker sends
 a subscription at most ``prefetch`` messages beyond what was handled: a slow handler leaves the
 backlog on the broker.
@@ -35,8 +36,6 @@ acknowledged nor released goes back to the broker when its session or subscripti
 
 from __future__ import annotations
 
-import collections
-import functools
 import logging
 import math
 import threading
@@ -48,14 +47,15 @@ from failover_client._events import (
     AckDropped,
     Event,
     HandlerError,
-    MessagesReleased,
     PrefetchExceeded,
     SubscriptionFailed,
 )
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._arguments import check_timeout
+from failover_client.engine._autoack import AutoAcks
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._inbox import Inbox
+from failover_client.engine._releases import Releases
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Handler, Message, Subscription
@@ -94,10 +94,14 @@ class Consumers:
         self._workers: dict[threading.Thread, Subscription] = {}
         self._subscriptions: dict[str, Subscription] = {}
         """By id, the subscriptions made here and not yet unsubscribed, drained or refused."""
+        self._auto_acks = AutoAcks()
         self._flush_watch: dict[Slot, Callable[[], None]] = {}
         """Sessions being left, told once none of their messages is buffered or handled."""
         self._unsubscribe_after: dict[str, Slot] = {}
         """UNSUBSCRIBEs asked by a handler of the subscription itself: written after its ack."""
+        self._releases = Releases(
+            state=state, dispatcher=dispatcher, emit=emit, ack_handled_on=self.ack_handled_on
+        )
 
     # --- subscribing -------------------------------------------------------------------------
 
@@ -116,8 +120,11 @@ class Consumers:
         spec = SubscriptionSpec(
             id=subscription_id or self._state.keeper.new_id(),
             destination=destination,
-            # The broker's flow control binds only with client acknowledgement.
-            ack="client-individual" if ack == "auto" else ack,
+            # The broker's flow control binds only with client acknowledgement; a callback
+            # subscription's handled messages are acknowledged cumulatively (``_autoack``).
+            ack=("client" if handler is not None else "client-individual")
+            if ack == "auto"
+            else ack,
             durable_name=durable_name,
             headers=tuple((headers or {}).items()),
             prefetch=prefetch,
@@ -169,8 +176,9 @@ class Consumers:
         own = self._own_subscription() is subscription
         if not own:
             self._wait_until(lambda: inbox.running == 0, self._clock.monotonic() + HANDLER_GRACE)
+            self._ack_handled(subscription)
         self._done_with_outstanding(subscription, handled=False, reason="unsubscribe")
-        self._release(subscription, inbox.close(), "unsubscribe")
+        self._releases.release_or_defer(subscription, inbox.close(), "unsubscribe", own=own)
         if slot is None:
             return
         if own:
@@ -208,13 +216,6 @@ class Consumers:
                     continue  # another thread told it first
             flushed()
 
-    def _hand_back(self, slot: Slot, subscription: Subscription, received: Received) -> None:
-        """A delivery of a session being left that no handler takes any more (counted on
-        the slot; the departure reports them in one ``MessagesReleased``)."""
-        with self._state.cond:
-            slot.released[subscription.id] = slot.released.get(subscription.id, 0) + 1
-        self._dispatcher.submit(functools.partial(self._release_received, slot, received))
-
     # --- deliveries (adapter I/O threads) ----------------------------------------------------
 
     def deliver(self, slot: Slot, received: Received) -> None:
@@ -223,16 +224,16 @@ class Consumers:
         if subscription is None:
             # Crossed an unsubscribe on the wire: back to the broker, for another consumer.
             self._state.count("unroutable")
-            self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+            self._releases.later(slot, received)
             return
         if slot.releases(subscription.id):  # a session being left stopped consuming it
-            self._hand_back(slot, subscription, received)
+            self._releases.hand_back(slot, subscription, received, now=False)
             return
         message = Message(received, subscription, slot, self)
         subscription.delivered += 1
         kept, held = subscription.inbox.put(message)
         if not kept:
-            self._dispatcher.submit(functools.partial(self._release_received, slot, received))
+            self._releases.later(slot, received)
             return
         if held is not None:
             _log.warning(
@@ -244,16 +245,6 @@ class Consumers:
             )
             self._emit(PrefetchExceeded(subscription.id, slot.broker, held, subscription.prefetch))
 
-    def _release_received(self, slot: Slot, received: Received) -> None:
-        try:
-            self._state.call(slot, lambda session: session.release(received))
-        except (AttributeError, NotImplementedError) as exc:
-            # An adapter written before Session.release existed: writing nothing is a release
-            # too, only later: the broker returns the message when the session ends.
-            _log.warning(
-                "%s cannot release a message (%s); returned at session end", slot.broker, exc
-            )
-
     # --- handlers (workers) ------------------------------------------------------------------
 
     def _work(self, subscription: Subscription) -> None:
@@ -264,13 +255,15 @@ class Consumers:
                 if isinstance(source, Slot) and source.releases(subscription.id):
                     message.mark_settled()
                     inbox.settled(message, cumulative=False)
-                    self._hand_back(source, subscription, message.received)
+                    self._releases.hand_back(source, subscription, message.received, now=True)
                     inbox.finish(message, handled=False)
                     continue
                 self._handle(subscription, message)
+        self._ack_handled(subscription)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
             slot = self._unsubscribe_after.pop(subscription.id, None)
+        self._releases.deferred(subscription)
         if slot is not None:
             self._unsubscribe_on(slot, subscription.id)
 
@@ -283,15 +276,43 @@ class Consumers:
             self._state.count("handler_errors")
             self._emit(HandlerError(subscription.id, message.message_id, exc))
             # Not acknowledged: rejected, so the broker redelivers or dead-letters it by its
-            # rules. Not in ``client`` mode, where a NACK is cumulative on the wire and would
-            # reject the earlier messages the application still means to acknowledge.
-            if subscription.spec.ack != "client":
+            # rules. Not in the application's ``client`` mode, where a NACK is cumulative on
+            # the wire and would reject the earlier messages it still means to acknowledge.
+            # (An ``auto`` one is ``client`` on the wire: its handled predecessors are
+            # acknowledged first, in ``settle_message``.)
+            if subscription.ack == "auto" or subscription.spec.ack != "client":
                 self._settle_quietly(message, nack=True)
         else:
-            if subscription.ack == "auto":
+            if _batched(subscription):
+                slot = message.session
+                # A session that stopped consuming it (being left) gets each one at once.
+                more = subscription.inbox.more_from(slot) and not (
+                    isinstance(slot, Slot) and slot.releases(subscription.id)
+                )
+                due = self._auto_acks.handled(message, more=more)
+                if due is not None:
+                    self._settle_quietly(due, nack=False)
+            elif subscription.ack == "auto":
                 self._settle_quietly(message, nack=False)
         finally:
             subscription.inbox.finish(message)
+
+    def _ack_handled(self, subscription: Subscription) -> None:
+        """Write the batched acknowledgements still pending (before any release: in
+        ``client`` mode a rejection is cumulative and would take handled messages with it)."""
+        for handled in self._auto_acks.take(subscription.id):
+            self._settle_quietly(handled, nack=False)
+
+    def ack_handled_on(self, slot: Slot, subscription_ids: Iterable[str]) -> None:
+        """Write now the pending acknowledgements of ``subscription_ids`` on ``slot``: what
+        goes on the wire before a release or an UNSUBSCRIBE there (not held by a stop)."""
+        for subscription_id in subscription_ids:
+            handled = self._auto_acks.take_for(subscription_id, slot)
+            if handled is None or handled.settled:
+                continue  # settled already by a later message's cumulative acknowledgement
+            handled.mark_settled()
+            handled.subscription.inbox.settled(handled, cumulative=True)
+            self._write_settle(handled, False)
 
     def _settle_quietly(self, message: Message, *, nack: bool) -> None:
         try:
@@ -339,7 +360,7 @@ class Consumers:
         if handled and not message.settled:
             self._settle_quietly(message, nack=False)
         elif not handled and not message.settled:
-            self._release(subscription, [message], reason)
+            self._releases.release(subscription, [message], reason)
         subscription.inbox.finish(message, handled=handled)
 
     # --- acknowledgements --------------------------------------------------------------------
@@ -347,9 +368,14 @@ class Consumers:
     def settle_message(self, message: Message, *, nack: bool) -> None:
         """Ack/nack on the session that delivered ``message`` (held while a stop is under way)."""
         self._state.check_process()
-        message.subscription.inbox.settled(
-            message, cumulative=message.subscription.spec.ack == "client"
-        )
+        subscription = message.subscription
+        if nack and _batched(subscription):
+            # A rejection is cumulative in ``client`` mode: the handled ones before it first.
+            earlier = self._auto_acks.take_for(subscription.id, message.session)
+            if earlier is not None and not earlier.settled:
+                earlier.mark_settled()
+                self.settle_message(earlier, nack=False)
+        subscription.inbox.settled(message, cumulative=subscription.spec.ack == "client")
         with self._lock:
             if self._holding:
                 self._held.append((message, nack))
@@ -378,24 +404,6 @@ class Consumers:
         for message, nack in held:
             self._write_settle(message, nack)
 
-    def _release(
-        self, subscription: Subscription, messages: Iterable[Message], reason: str
-    ) -> None:
-        """Hand ``messages`` back unhandled; one ``MessagesReleased`` per delivering broker."""
-        counts: collections.Counter[str] = collections.Counter()
-        for message in messages:
-            if message.settled:
-                continue
-            message.mark_settled()
-            subscription.inbox.settled(message, cumulative=False)
-            slot = message.session
-            assert isinstance(slot, Slot)
-            # A dead session writes nothing: the broker returns what it had not seen settled.
-            self._release_received(slot, message.received)
-            counts[slot.broker] += 1
-        for broker, count in counts.items():
-            self._emit(MessagesReleased(subscription.id, broker, count, reason))
-
     # --- stopping ----------------------------------------------------------------------------
 
     def stop(self, drain: float, *, reason: str, forget: bool) -> None:
@@ -421,13 +429,16 @@ class Consumers:
         self._wait_until(
             lambda: not any(busy(s) for s in subscriptions), start + max(drain, HANDLER_GRACE)
         )
+        for subscription in subscriptions:
+            self._ack_handled(subscription)  # held with the rest, written next
         self._flush_held()
         slots = {s.id: self._state.forget(s) for s in subscriptions} if forget else {}
         for subscription in subscriptions if forget else ():
             self._forget(subscription)
         for subscription in subscriptions:
             self._done_with_outstanding(subscription, handled=False, reason=reason)
-            self._release(subscription, subscription.inbox.close(), reason)
+            left = subscription.inbox.close()
+            self._releases.release_or_defer(subscription, left, reason, own=subscription is own)
             if busy(subscription):
                 _log.warning(
                     "%s: the handler of subscription %s (%s) did not return within %g s; "
@@ -470,3 +481,8 @@ class Consumers:
             orphans = list(self._workers.values())
         for subscription in (*self._state.keeper.all(), *orphans):
             subscription.inbox.close()
+
+
+def _batched(subscription: Subscription) -> bool:
+    """Whether the engine acknowledges ``subscription`` cumulatively, in batches (``_autoack``)."""
+    return subscription.ack == "auto" and subscription.spec.ack == "client"

@@ -178,6 +178,11 @@ class Inbox:
 
     # --- what the connection reads -----------------------------------------------------------
 
+    def more_from(self, slot: object) -> bool:
+        """Whether another message of ``slot`` waits besides the one being handled."""
+        with self._lock:
+            return self._holding.get(slot, 0) > 1
+
     def holds(self, slot: object) -> bool:
         """Whether a message of session ``slot`` is buffered here or still being handled."""
         with self._lock:

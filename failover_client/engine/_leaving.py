@@ -117,9 +117,12 @@ class Departures:
         options: FailoverOptions,
         emit: Callable[[Event], None],
         when_flushed: Callable[[Slot, Callable[[], None]], None],
+        ack_handled: Callable[[Slot, list[str]], None] = lambda slot, ids: None,
     ) -> None:
         self._state = state
         self._when_flushed = when_flushed
+        self._ack_handled = ack_handled
+        """Writes the acknowledgements the consumers hold back for a batch (``_autoack``)."""
         self._open = open_session
         self._clock = clock
         self._options = options
@@ -155,6 +158,7 @@ class Departures:
             # Released before the UNSUBSCRIBE: a message of theirs still waiting for its
             # handler is not acknowledged on a subscription the broker already ended.
             slot.stopped.update(stop)
+            self._ack_handled(slot, stop)  # a broker may refuse an ack after the UNSUBSCRIBE
             self._unsubscribe(slot, stop)
         departure = _Departure(
             slot=slot,

@@ -124,6 +124,7 @@ class ReconnectLoop:
         name: str,
         canary: Canary | None = None,
         when_flushed: Callable[[Slot, Callable[[], None]], None] | None = None,
+        ack_handled: Callable[[Slot, list[str]], None] = lambda slot, ids: None,
     ) -> None:
         self._state = state
         self._canary = canary
@@ -142,6 +143,7 @@ class ReconnectLoop:
             options=options,
             emit=emit,
             when_flushed=when_flushed or _flushed_at_once,
+            ack_handled=ack_handled,
         )
         self._probe_struck: set[str] = set()
         self.first_outcome = threading.Event()

@@ -7,10 +7,11 @@ or is dropped (and reported as an ``AckDropped`` event) when that session is dea
 ack sent to another broker would acknowledge nothing there, or the wrong message.
 
 Every subscription goes on the wire with client acknowledgement, so the broker's prefetch
-bounds what the client holds: a user's ``auto`` subscription is subscribed as
-``client-individual`` and the engine acknowledges each message once it was handled (its
-handler returned, or a pull consumer asked for the next one). :attr:`Subscription.ack` is the
-user's mode, ``spec.ack`` the one on the wire.
+bounds what the client holds: a user's ``auto`` subscription is acknowledged by the engine
+once its messages were handled. A callback subscription is subscribed as ``client`` and
+acknowledged cumulatively, once per half window or when nothing more waits (``_autoack``); a
+pull subscription as ``client-individual``, each message once the consumer asked for the next.
+:attr:`Subscription.ack` is the user's mode, ``spec.ack`` the one on the wire.
 """
 
 from __future__ import annotations

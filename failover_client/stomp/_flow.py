@@ -23,7 +23,7 @@ Where each window binds, measured on the brokers the tests start (see
 most ``prefetch`` unacknowledged messages in ``client`` and ``client-individual`` mode; in
 ``auto`` mode neither bounds anything (ActiveMQ counts a message acknowledged once dispatched,
 RabbitMQ applies no QoS to an auto-ack consumer), which is why the engine subscribes a user's
-``auto`` subscription as ``client-individual``. Artemis reads ``consumer-window-size`` since
+``auto`` subscription in a ``client`` mode. Artemis reads ``consumer-window-size`` since
 2.16 (ARTEMIS-589, "flow control for individual STOMP subscribers"; before, only the
 acceptor-wide ``stompConsumerCredits``) and returns a window's credit as messages are
 acknowledged; it is not measured here (the harness runs Artemis only where Docker is).
