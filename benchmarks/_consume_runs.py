@@ -204,21 +204,21 @@ def run_close(
     return out
 
 
-def throughput_pairs(protocol: str) -> list[tuple[Case, Case]]:
+def throughput_pairs(protocol: str, prefetch: int = PREFETCH) -> list[tuple[Case, Case]]:
     """(ours, the raw client it is compared with), same ack mode and prefetch."""
     if protocol == "amqp":
         return [
-            (Case("ours ack=auto", "fc", "auto", PREFETCH), Case("raw proton default", "proton")),
+            (Case("ours ack=auto", "fc", "auto", prefetch), Case("raw proton default", "proton")),
             (
-                Case("ours ack=client-individual", "fc", "client-individual", PREFETCH),
-                Case("raw proton credit 100", "proton", credit=PREFETCH),
+                Case("ours ack=client-individual", "fc", "client-individual", prefetch),
+                Case(f"raw proton credit {prefetch}", "proton", credit=prefetch),
             ),
         ]
     return [
-        (Case("ours ack=auto", "fc", "auto", PREFETCH), Case("raw stomp.py ack=auto", "stomp")),
+        (Case("ours ack=auto", "fc", "auto", prefetch), Case("raw stomp.py ack=auto", "stomp")),
         (
-            Case("ours ack=client-individual", "fc", "client-individual", PREFETCH),
-            Case("raw stomp.py client-individual", "stomp", "client-individual", PREFETCH),
+            Case("ours ack=client-individual", "fc", "client-individual", prefetch),
+            Case("raw stomp.py client-individual", "stomp", "client-individual", prefetch),
         ),
     ]
 

@@ -137,9 +137,11 @@ def close_rows(results: list[dict[str, Any]]) -> list[list[object]]:
     return rows
 
 
-def measure_throughput(target: Target, count: int, reps: int) -> list[dict[str, Any]]:
+def measure_throughput(
+    target: Target, count: int, reps: int, prefetch: int = PREFETCH
+) -> list[dict[str, Any]]:
     out = []
-    for ours, raw in throughput_pairs(target.protocol):
+    for ours, raw in throughput_pairs(target.protocol, prefetch):
         rates: dict[str, list[float]] = {ours.label: [], raw.label: []}
         ratios = []
         for rep in range(reps):
@@ -200,6 +202,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--count", type=int, default=20000, help="throughput messages per run")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=PREFETCH,
+        help="prefetch (and raw clients' window) of the throughput runs",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.fill, args.count, args.close_deadline = 15.0, 3.0, 10000, 10.0
@@ -241,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "throughput" in args.only:
                 got = attempt(
                     f"throughput {target.name}",
-                    lambda t=target: measure_throughput(t, args.count, args.reps),
+                    lambda t=target: measure_throughput(t, args.count, args.reps, args.prefetch),
                 )
                 throughput += got or []
     text = ""
@@ -285,7 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if throughput:
         text += table(
             f"Throughput, no-op handler, {args.count:,} x 1 KiB pre-queued, "
-            f"median of {args.reps} (msg/s)",
+            f"median of {args.reps}, prefetch {args.prefetch} (msg/s)",
             ["broker", "ours", "msg/s", "raw", "msg/s", "ratio", "paired ratio", "result"],
             throughput_rows(throughput),
         )
