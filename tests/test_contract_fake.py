@@ -84,8 +84,9 @@ class TestFakeConnector(AdapterContract):
             build_connector=lambda **settings: FakeConnector(
                 clock=clock, settings=ConnectorSettings(**settings)
             ),
-            # The fake delivers what a test pushes, with no queue to hold back or return to.
-            flow_control=False,
+            # The fake holds back what passes a subscription's window, but its queue ends
+            # with its session: nothing to return a released message to.
+            redelivers=False,
         )
 
     def test_no_virtual_time_passes_in_a_cancelled_handshake(

@@ -20,9 +20,9 @@ one fixture, ``contract_target``, returning a :class:`ContractTarget`::
 
 :class:`AdapterContract` includes a flow-control part (``_flow_contract``): with
 ``prefetch=N`` in ``client-individual`` mode at most N messages are delivered unsettled while
-more are queued, and a released message comes again, to a new consumer, not dead-lettered. It
-needs a broker that holds messages back; a target without one sets
-``ContractTarget.flow_control`` to False and those tests are skipped.
+more are queued, and a released message comes again, to a new consumer, not dead-lettered. A
+target whose broker does not hold messages back sets ``ContractTarget.flow_control`` to False,
+one that does not redeliver sets ``ContractTarget.redelivers`` to False, and the test is skipped.
 
 :class:`AdapterContract` also includes :class:`ConfigurationContract`: the settings every adapter
 refuses in the same way, with a :class:`ConfigurationError` at construction (a key file
@@ -134,9 +134,11 @@ class ContractTarget:
     """Builds another connector of this adapter for the configuration tests (see
     :data:`ConnectorFactory`); default: ``type(connector)``."""
     flow_control: bool = True
-    """Whether the broker keeps queued messages back beyond a subscription's prefetch and
-    hands released ones out again (every real broker); False skips those two tests, e.g. for
-    a scripted fake that delivers only what a test pushes."""
+    """Whether the broker keeps queued messages back beyond a subscription's prefetch (every
+    real broker, and the shipped fake); False skips that test."""
+    redelivers: bool = True
+    """Whether the broker hands a released message out again, to a new consumer (every real
+    broker; not the shipped fake, whose queue ends with its session); False skips that test."""
     quiet: float = 1.0
     """Seconds in which nothing more may arrive once a prefetch window is full (a broker with
     messages waiting and a free window delivers in milliseconds)."""
