@@ -95,6 +95,8 @@ class Canary:
         """Its subscription there (None: that session has no canary: unsupported, refused)."""
         self._confirmed = False
         self._started_at = 0.0
+        self._heard_at = 0.0
+        """When the session last heard its canary (or had its subscription confirmed)."""
         self._next_due = 0.0
         self._owed: collections.deque[tuple[int, float]] = collections.deque()
         """(number, sent at) of the canaries not back yet, oldest first."""
@@ -137,7 +139,10 @@ class Canary:
                 return None, None  # no canary on this session (see _start)
             if not self._confirmed:
                 return None, self._started_at
-            since = self._owed[0][1] if self._owed else None
+            # Owed since the session was last heard (its last canary back, or the confirmation
+            # of the canary's subscription): a session that went deaf just after a canary came
+            # back is found ``misses`` intervals after that, not after the next one was sent.
+            since = self._heard_at if self._owed else None
             return self._next_due, since
 
     def reading(self) -> CanaryReading:
@@ -208,7 +213,7 @@ class Canary:
             if sent_at is not None:
                 self._back += 1
                 self._round_trip = now - sent_at
-                self._back_at = now
+                self._back_at = self._heard_at = now
         return True
 
     # --- inside ------------------------------------------------------------------------------
@@ -243,7 +248,7 @@ class Canary:
                 return
             if outcome is None:
                 self._confirmed = True
-                self._next_due = self._clock.monotonic()  # the first canary at once
+                self._heard_at = self._next_due = self._clock.monotonic()  # the first at once
             elif _refused(outcome):
                 self._spec = None
         if outcome is None:

@@ -137,10 +137,12 @@ class View(Generic[K]):
     """When the current session's next canary goes (its first: when the session became
     current); None: no canary (off, or waiting for its subscription's confirmation)."""
     canary_since: float | None = None
-    """Since when the session owes a canary: the sending of the oldest one not back, or the
-    subscribing of its destination until the broker confirmed it; None: nothing owed."""
+    """While a canary is owed, since when the session has heard nothing: its last canary back
+    (or the confirmation of the canary's subscription), or the subscribing of its destination
+    until the broker confirmed it; None: nothing owed."""
     canary_patience: float = 0.0
-    """How long a canary may be owed before the session is deaf (misses x interval)."""
+    """How long the session may hear nothing while a canary is owed before it is deaf
+    (misses x interval)."""
     leaving: tuple[Leaving, ...] = ()
     """Sessions being left (drained or flushed), oldest first."""
     recover_targets: tuple[K, ...] = ()
