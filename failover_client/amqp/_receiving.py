@@ -166,9 +166,10 @@ class Incoming:
     def _top_up(self, subscription: _Subscription) -> None:
         link = subscription.link
         prefetch = subscription.spec.prefetch
-        wanted = prefetch - link.credit - len(subscription.unsettled)
+        credit = link.credit  # one call: proton's property is a round trip into C
+        wanted = prefetch - credit - len(subscription.unsettled)
         # In batches of half the window: one flow frame per delivery would double the traffic.
-        if wanted > 0 and (wanted >= prefetch // 2 or link.credit == 0):
+        if wanted > 0 and (wanted >= prefetch // 2 or credit == 0):
             link.flow(wanted)
 
     def _forget(self, subscription: _Subscription) -> None:
@@ -220,7 +221,10 @@ class Incoming:
             state.report(exc)
         if spec.ack == "auto" and self._by_id.get(spec.id) is subscription:
             self._settle(ack_id, Delivery.ACCEPTED)
-        else:
+        elif link.credit == 0:
+            # A delivery changes nothing the window is made of (one more unsettled, one less
+            # credit) but this: the credit ran out while some settled ones wait for a top-up
+            # smaller than half the window.
             self._top_up(subscription)
 
     def on_link_ended(self, link: Link, condition: Condition | None) -> bool:
