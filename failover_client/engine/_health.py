@@ -76,18 +76,12 @@ def read_health(state: ConnectionState, canary: Canary | None) -> Health:
     now = state.clock.monotonic()
     reading = None if canary is None else canary.reading()
     with state.cond:
-        slot = state.connected_slot()
         current = state.current
         subscriptions = tuple(
             SubscriptionHealth(
                 id=sub.id,
                 destination=sub.destination,
-                active=(
-                    slot is not None
-                    and sub.error is None
-                    and sub.id in slot.subscribed
-                    and sub.id not in slot.pending_subs
-                ),
+                active=state.is_active_locked(sub),
                 last_delivery_age=(
                     None if sub.last_delivery_at is None else max(0.0, now - sub.last_delivery_at)
                 ),

@@ -207,13 +207,17 @@ class ConnectionState:
     def is_active(self, subscription: Subscription) -> bool:
         """Whether the broker in use confirmed ``subscription`` (and it is still wanted)."""
         with self.cond:
-            slot = self.connected_slot()
-            return (
-                slot is not None
-                and self.keeper.get(subscription.id) is subscription
-                and subscription.id in slot.subscribed
-                and subscription.id not in slot.pending_subs
-            )
+            return self.is_active_locked(subscription)
+
+    def is_active_locked(self, subscription: Subscription) -> bool:
+        """:meth:`is_active` with the lock held (``health()`` reads every one at one moment)."""
+        slot = self.connected_slot()
+        return (
+            slot is not None
+            and self.keeper.get(subscription.id) is subscription
+            and subscription.id in slot.subscribed
+            and subscription.id not in slot.pending_subs
+        )
 
     def forget(self, subscription: Subscription) -> Slot | None:
         """Stop restoring ``subscription``; the session it must be unsubscribed from, if any."""
