@@ -387,6 +387,7 @@ def test_after_a_failover_the_new_broker_s_replay_replaces_the_old_one(clock, co
         # b's bridge to a is down; it replays only c.
         deliver(second, advisory("net-2", "stomp://c:61613", origin="net-1"))
         assert source.wait_heard(3, SAFETY)
+        assert source.wait_connected(2, SAFETY)
         assert clock.wait_for_deadline(clock.monotonic() + source.settle)
         clock.advance(source.settle)
         assert sink.wait_for(2)
@@ -407,6 +408,7 @@ def test_a_broker_that_replays_nothing_has_no_bridges(clock, connector):
         connector.behave("a:61613", "refuse")
         first.kill()
         subscribed(connector, "b:61613")
+        assert source.wait_connected(2, SAFETY)
         assert clock.wait_for_deadline(clock.monotonic() + source.settle)
         clock.advance(source.settle)
         assert sink.wait_for(2)
@@ -430,6 +432,7 @@ def test_the_watcher_fails_over_to_a_broker_it_learned(clock, connector):
         second = subscribed(connector, "b:61613")
         deliver(second, advisory("net-0", "stomp://a:61613", started=False, origin="net-1"))
         assert source.wait_heard(2, SAFETY)
+        assert source.wait_connected(2, SAFETY)  # its Connected may come after the advisory
         assert clock.wait_for_deadline(clock.monotonic() + source.settle)
         clock.advance(source.settle)
         assert sink.wait_for(2)

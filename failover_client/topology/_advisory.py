@@ -377,6 +377,7 @@ class AdvisorySource:
             self._broker = BrokerAddress(address.scheme, address.host, address.port)
             self._connects += 1
             self._settle_until = max(self._settle_until, self._clock.monotonic() + self.settle)
+            self._heard_changed.notify_all()
         self._wake.set()
 
     def _on_message(self, message: Message) -> None:
@@ -434,6 +435,13 @@ class AdvisorySource:
         """Block (real time) until ``count`` advisories were handled; False after ``timeout``."""
         with self._heard_changed:
             return self._heard_changed.wait_for(lambda: self.heard >= count, timeout)
+
+    def wait_connected(self, count: int, timeout: float | None = None) -> bool:
+        """Block (real time) until the watcher was connected ``count`` times; False after
+        ``timeout``. A session's advisories may be handled before its Connected event, which
+        restarts the settle window, so a test that moves the clock waits for both."""
+        with self._heard_changed:
+            return self._heard_changed.wait_for(lambda: self._connects >= count, timeout)
 
     # --- the list ------------------------------------------------------------------------------
 
