@@ -7,6 +7,7 @@ test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
 
 from __future__ import annotations
 
+import sys as _sys
 from collections.abc import Sequence as _Sequence
 from typing import ClassVar as _ClassVar
 
@@ -73,6 +74,9 @@ from failover_client.engine._topology import UriSourceFactory as _UriSourceFacto
 from failover_client.net._settings import ConnectorSettings
 from failover_client.uri import BrokerAddress, FailoverOptions, FailoverURI, parse
 from failover_client.uri import DiscoveryAgent as _DiscoveryAgent
+
+__version__ = "0.1.0"
+"""The package's version; setup.cfg reads it from here (``version = attr: ...``)."""
 
 __all__ = [
     "MESSAGE_ID_HEADER",
@@ -142,6 +146,30 @@ __all__ = [
     "URIError",
     "parse",
 ]
+
+# Subpackages a user imports by name; dir() lists those already imported.
+_PUBLIC_SUBPACKAGES = (
+    "adapter",
+    "amqp",
+    "cli",
+    "demo",
+    "policies",
+    "spark",
+    "stomp",
+    "testing",
+    "topology",
+    "uri",
+)
+
+
+def __dir__() -> list[str]:
+    """The public names only: ``__all__``, ``__version__`` and the public subpackages loaded.
+
+    Without this, dir() would also list the module's imports (``annotations`` from the
+    ``__future__`` import, the engine's modules) as if they were part of the API.
+    """
+    loaded = [name for name in _PUBLIC_SUBPACKAGES if f"{__name__}.{name}" in _sys.modules]
+    return sorted([*__all__, "__version__", *loaded])
 
 
 def _uri_sources(
