@@ -14,6 +14,7 @@ every message is received. Exit status 0 means every message came back.
 
 from __future__ import annotations
 
+import logging
 import queue
 import tempfile
 from pathlib import Path
@@ -27,6 +28,9 @@ ROUNDS = 5
 
 def main() -> int:
     """Start the brokers, run the scenario, stop the brokers; 0 if every message came back."""
+    # The library logs under "failover_client" and shows nothing unless the application
+    # configures logging: here its warnings (a lost broker) go to stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="failover-quickstart-") as workdir:
         print("starting two ActiveMQ brokers (a few seconds)...", flush=True)
         cluster = start_cluster(ClusterSpec("activemq", size=2), Path(workdir))
