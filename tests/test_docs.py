@@ -124,3 +124,18 @@ def test_relative_links_of_the_pages_resolve() -> None:
     assert local, "the README links to nothing in the repository"
     for target in local:
         assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/install.md"])
+def test_the_extras_table_names_every_extra(page: str) -> None:
+    import configparser  # noqa: PLC0415 - this test alone reads setup.cfg
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg", encoding="utf-8")
+    extras = set(setup["options.extras_require"])
+    text = (ROOT / page).read_text(encoding="utf-8")
+    if "\n## Install\n" in text:  # the README: its Install section only
+        text = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    named = {name for row in rows for name in re.findall(r"`([a-z]+)`", row.split("|")[1])}
+    assert extras <= named, f"{page} does not list the extras {sorted(extras - named)}"
