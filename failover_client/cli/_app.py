@@ -7,7 +7,8 @@ import contextlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NoReturn
 
 from failover_client import FailoverClientError, URIError
 from failover_client.uri import mask_same_length
@@ -19,14 +20,21 @@ from ._exit import ExitCode, exit_code_for
 __all__ = ["build_parser", "main", "run"]
 
 _EPILOG = """\
-exit codes: 0 ok, 2 bad arguments or URI, 3 no broker reachable (or credentials / TLS
-refused), 4 a message was not confirmed, 5 fewer messages or members than asked for,
+exit codes: 0 ok, 1 internal error, 2 bad arguments or URI, 3 no broker reachable within
+--timeout (or credentials / TLS refused), 4 a message was not confirmed, 5 fewer messages or
+members than asked for, 6 a library extra is missing (pip install 'failover-client[stomp]'),
 130 interrupted. Passcodes are read from an environment variable, never from the command line.
 """
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but its error messages never show a password typed into a URI argument."""
+    """argparse, but its error messages never show a password typed into a URI argument, and
+    an option is never guessed from its beginning (``--passcode s3cret`` must not become
+    ``--passcode-env s3cret``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -45,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log the library's events to stderr"
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
         title="commands", dest="command", required=True, parser_class=_Parser
     )
@@ -78,6 +87,13 @@ def run(argv: Sequence[str], env: Environment) -> int:
     except FailoverClientError as exc:
         env.stderr.write(f"failover-client {args.command}: {_describe(exc)}\n")
         return exit_code_for(exc)
+
+
+def _version() -> str:
+    try:
+        return version("failover-client")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _describe(error: FailoverClientError) -> str:
