@@ -128,3 +128,25 @@ def test_a_terminal_gets_progress() -> None:
 
     assert wants_progress(Tty(), None)
     assert not wants_progress(Tty(), False)
+
+
+def test_parse_refuses_a_failover_option_inside_a_member_with_a_caret() -> None:
+    env, out, err = refusing()
+    text = "failover:(stomp://h:1?maxReconnectAttempts=1)"
+    assert run(["parse", text], env) == ExitCode.USAGE
+    assert "is a failover option, not an option of one member" in err.getvalue()
+    assert " " * (2 + text.index("maxReconnectAttempts")) + "^" in err.getvalue()
+    assert out.getvalue() == ""
+
+
+def test_parse_refuses_a_member_option_typo_with_the_nearest_spelling() -> None:
+    env, _, err = refusing()
+    assert run(["parse", "stomp://h:1?vhsot=/"], env) == ExitCode.USAGE
+    assert "did you mean: vhost?" in err.getvalue()
+
+
+def test_parse_warns_about_a_member_option_no_adapter_reads() -> None:
+    env, out, _ = refusing()
+    assert run(["parse", "failover:(amqp://h:5672?amqp.idleTimeout=5)"], env) == ExitCode.OK
+    assert "amqp.idleTimeout" in out.getvalue()
+    assert "refuses it" in out.getvalue()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from failover_client.uri import FailoverOptions, parse
+from failover_client.uri import BrokerAddress, FailoverOptions, parse
 from test_manager_support import A, B, C, assert_threads_gone, make, running
 
 from failover_client import AllBrokersFailed, BrokerUnavailable, ConfigurationError
@@ -191,3 +191,22 @@ def test_expired_names_brokers_not_tried() -> None:
     assert list(error.causes) == ["a", "b"]
     assert "not tried" in str(error.causes["b"])
     assert "connect(timeout=2)" in str(error)
+
+
+def test_no_startup_record_event_or_error_shows_a_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "pw9Secret"
+    member = BrokerAddress("stomp", "a", 61613, user="app", password=secret)
+    rig = make((member, B))
+    rig.connector.behave(member, "refuse")
+    rig.connector.behave(B, "hang")
+    caplog.set_level(logging.DEBUG, logger="failover_client")
+    with pytest.raises(AllBrokersFailed) as info:
+        rig.conn.connect(timeout=70)
+    shown = [r.getMessage() for r in caplog.records]
+    shown += [str(info.value), repr(info.value), *map(str, info.value.causes.values())]
+    shown += [repr(e) for e in rig.events.of_type(ReconnectWarning)]
+    assert any("reconnect attempt 1 failed" in line for line in shown)
+    assert any("no broker answered" in line for line in shown)
+    assert not [line for line in shown if secret in line]
