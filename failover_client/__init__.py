@@ -7,6 +7,7 @@ test doubles (fake clock, scripted connector) in :mod:`failover_client.testing`.
 
 from __future__ import annotations
 
+import logging as _logging
 import sys as _sys
 from collections.abc import Sequence as _Sequence
 from typing import ClassVar as _ClassVar
@@ -77,6 +78,11 @@ from failover_client.uri import DiscoveryAgent as _DiscoveryAgent
 
 __version__ = "0.1.0"
 """The package's version; setup.cfg reads it from here (``version = attr: ...``)."""
+
+# A library adds no handler of its own but this one: without it Python's last-resort handler
+# prints WARNING records to stderr of an application that never configured logging. The
+# loggers and what each level means: docs/startup.md ("Logging").
+_logging.getLogger("failover_client").addHandler(_logging.NullHandler())
 
 __all__ = [
     "MESSAGE_ID_HEADER",

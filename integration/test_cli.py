@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -201,3 +202,37 @@ def test_send_over_amqp_fails_over_when_the_first_node_is_dead(rabbitmq_cluster:
     assert f"via {rabbitmq_cluster[1].uri('amqp')}" in sent.stderr
     drained = rabbitmq_cluster[1].drain(f"/queue/{queue}", expect=5, protocol="amqp")
     assert [m.text for m in drained] == ["x"] * 5
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", ["send", "receive"])
+def test_no_broker_answering_ends_at_the_timeout_with_exit_3(command: str) -> None:
+    # A failover URI retries for ever at start-up: only --timeout ends the wait.
+    uri = f"failover:(stomp://127.0.0.1:{_closed_port()},stomp://127.0.0.1:{_closed_port()})"
+    argv = [command, uri, "/queue/nowhere", "--timeout", "3"]
+    if command == "send":
+        argv += ["--body", "x"]
+    done = cli(*argv)
+    assert done.returncode == 3, done.stderr
+    assert "no broker answered within connect(timeout=3)" in done.stderr
+    assert "refused" in done.stderr.lower()
+    # The start-up notice is on stderr while the command waits.
+    assert "WARNING" in done.stderr
+
+
+def test_passcode_on_the_command_line_is_refused_before_connecting() -> None:
+    done = cli("send", "stomp://127.0.0.1:1", "/queue/x", "--passcode", "s3cret")
+    assert done.returncode == 2
+    assert "--passcode-env" in done.stderr
+    assert "s3cret" not in done.stderr
+
+
+def test_version() -> None:
+    done = cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("failover-client ")

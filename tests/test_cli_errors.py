@@ -100,7 +100,8 @@ def test_help_for_everything(command: list[str]) -> None:
 
 def test_top_level_help_explains_exit_codes() -> None:
     _, out, _ = call("--help")
-    assert "exit codes: 0 ok, 2 bad arguments or URI, 3 no broker reachable" in out
+    assert "exit codes: 0 ok, 1 internal error, 2 bad arguments or URI, 3 no broker" in out
+    assert "6 a library extra is missing" in out
 
 
 @pytest.mark.parametrize(
@@ -123,7 +124,7 @@ def test_exit_code_for_each_error(error: BaseException, code: ExitCode) -> None:
 
 
 def test_exit_code_values_are_stable() -> None:
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 130]
 
 
 def test_headers_parse_name_value_pairs() -> None:

@@ -228,5 +228,5 @@ def test_a_missing_amqp_adapter_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     # None in sys.modules makes the import fail as if the package were not installed.
     monkeypatch.setitem(sys.modules, "failover_client.amqp", None)
     code, _, err = probe(None, "amqp://a:5672")
-    assert code == ExitCode.USAGE
+    assert code == ExitCode.MISSING_EXTRA
     assert "pip install 'failover-client[amqp]'" in err

@@ -29,9 +29,49 @@ def test_not_activated_the_fixtures_are_absent(pytester: pytest.Pytester) -> Non
     pytester.makepyfile(USES_FIXTURES)
     result = pytester.runpytest()
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines(["*fixture 'unique_queue' not found*"])
     listed = pytester.runpytest("--fixtures")
     assert not [name for name in FIXTURE_NAMES if name in listed.stdout.str()]
+
+
+def test_not_activated_a_test_asking_for_one_says_how_to_switch_them_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_app(activemq_cluster):\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "fixture 'activemq_cluster' is one of failover-client's real-broker fixtures" in out
+    assert "--failover-brokers" in out
+    assert "failover_brokers = true" in out
+    assert "failover_client.testing.broker_fixtures" in out
+    assert "fixture 'activemq_cluster' not found" not in out
+
+
+def test_a_users_own_fixture_of_the_same_name_is_left_alone(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef unique_queue():\n    return '/queue/mine'\n"
+    )
+    pytester.makepyfile("def test_app(unique_queue):\n    assert unique_queue == '/queue/mine'\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_an_unrelated_missing_fixture_keeps_pytests_message(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_app(no_such_thing):\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'no_such_thing' not found*"])
+
+
+def test_the_plugin_names_every_harness_fixture() -> None:
+    from failover_client.testing import broker_fixtures, pytest_plugin  # noqa: PLC0415
+
+    defined = sorted(
+        name
+        for name, value in vars(broker_fixtures).items()
+        if hasattr(value, "_fixture_function_marker")
+        or type(value).__name__ == "FixtureFunctionDefinition"
+    )
+    assert sorted(pytest_plugin.HARNESS_FIXTURES) == defined == sorted(FIXTURE_NAMES)
 
 
 def test_not_activated_only_the_options_exist(pytester: pytest.Pytester) -> None:

@@ -100,10 +100,17 @@ def test_policy_overrides_randomize_warns():
     assert warning.option == "randomize + policy"
 
 
-def test_option_written_on_a_member_warns():
-    (warning,) = warnings("failover:(tcp://a:61616?randomize=false,tcp://b:61616)")
-    assert warning.option == "randomize"
-    assert "a:61616" in warning.meaning
+def test_member_option_no_adapter_reads_warns():
+    (warning,) = warnings("failover:(amqp://a:5672?amqp.idleTimeout=1,amqp://b:5672)")
+    assert warning.option == "amqp.idleTimeout"
+    assert "amqp://a:5672" in warning.meaning
+    assert "refuses" in warning.meaning
+
+
+def test_plain_broker_uri_says_it_makes_one_startup_pass():
+    (warning,) = warnings("stomp://a:61613")
+    assert warning.option == "startupMaxReconnectAttempts"
+    assert "one start-up pass" in warning.meaning
 
 
 def test_tls_options_without_tls_members_warn():

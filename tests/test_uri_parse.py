@@ -26,6 +26,7 @@ def test_public_surface_is_pinned():
             "ARTEMIS_POLICY_CLASSES",
             "BUILTIN_POLICIES",
             "DEFAULT_PORTS",
+            "MEMBER_PARAMS",
             "OPTION_TABLE",
             "SCHEMES",
             "AttemptUnit",
@@ -51,6 +52,7 @@ def test_public_surface_is_pinned():
             "option_table_markdown",
             "parse",
             "redact_value",
+            "unused_member_params",
         ]
     )
 

@@ -14,6 +14,7 @@ from ._agent import AGENT_SCHEMES, DiscoveryAgent
 from ._build import build, dialect_defaults
 from ._explain import ExplainRow, explain
 from ._format import format_uri
+from ._members import MEMBER_PARAMS, unused_member_params
 from ._model import Component, Dialect, FailoverURI, Form
 from ._options import (
     AttemptUnit,
@@ -37,6 +38,7 @@ __all__ = [
     "ARTEMIS_POLICY_CLASSES",
     "BUILTIN_POLICIES",
     "DEFAULT_PORTS",
+    "MEMBER_PARAMS",
     "OPTION_TABLE",
     "SCHEMES",
     "AttemptUnit",
@@ -62,4 +64,5 @@ __all__ = [
     "option_table_markdown",
     "parse",
     "redact_value",
+    "unused_member_params",
 ]

@@ -9,6 +9,7 @@ from failover_client._errors import URIError
 
 from ._address import BrokerAddress
 from ._agent import AGENT_SCHEMES, DiscoveryAgent
+from ._members import check_member_pairs, single_startup
 from ._model import Component, Dialect, FailoverURI, Form
 from ._options import FailoverOptions
 from ._query import (
@@ -126,6 +127,7 @@ class _Builder:
         if dialect is None:
             dialect = self.detect(node.params, "single", (member,))
         read = self.read(node.params, dialect, "single", leftover="member")
+        check_member_pairs(self.ctx, node.scheme, read.leftovers, own=False)
         effective = BrokerAddress(
             member.scheme,
             member.host,
@@ -139,7 +141,7 @@ class _Builder:
             form="single",
             dialect=dialect,
             members=(effective,),
-            options=read.options,
+            options=single_startup(read.options),
             components=(member,),
             query=_pairs(node.params),
             passthrough=tuple(read.passthrough),
@@ -170,6 +172,7 @@ class _Builder:
         agents: list[DiscoveryAgent] = []
         for child in node.components:
             if isinstance(child, RawMember):
+                check_member_pairs(self.ctx, child.scheme, child.params, own=True)
                 member = self.member(child, params=True)
                 components.append(member)
                 members.append(member)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._address import BrokerAddress
 from ._build import dialect_defaults
+from ._members import SINGLE_STARTUP, unused_member_params
 from ._model import FailoverURI
 from ._options import FailoverOptions
 from ._redact import MASK, is_secret_key, redact_value
@@ -242,18 +242,22 @@ def _topology_warnings(uri: FailoverURI) -> list[ExplainRow]:
 
 
 def _member_warnings(uri: FailoverURI) -> list[ExplainRow]:
-    """Option names written on a member: there they are transport parameters, not options."""
+    """Member options no adapter reads, and the start-up of a plain broker URI.
+
+    (A failover option written on a member is a parse error: ``_members``.)
+    """
     out = []
-    for component in uri.components:
-        if not isinstance(component, BrokerAddress) or uri.form == "single":
-            continue
-        for key, _ in component.params:
-            if spec_for(key) is not None:
-                out.append(
-                    _warning(
-                        key,
-                        f"{key} on member {component.key} is passed to that member only and does "
-                        f"not configure failover; shared options go after the closing parenthesis",
-                    )
-                )
+    for member in uri.members:
+        error = unused_member_params(member)
+        if error is not None:
+            out.append(_warning(error.option, f"{error.reason}; FailoverConnection refuses it"))
+    if uri.options.source_of("startup_max_reconnect_attempts") == SINGLE_STARTUP:
+        out.append(
+            _warning(
+                "startupMaxReconnectAttempts",
+                "a plain broker URI without retry options makes one start-up pass: connect() "
+                "fails at once when the broker does not answer (write "
+                "startupMaxReconnectAttempts=-1, or use failover:(...), to retry)",
+            )
+        )
     return out

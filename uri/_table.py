@@ -174,7 +174,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "Attempts after a lost connection before giving up; -1 unlimited, 0 never reconnect.",
        attempts=_WHOLE_LIST),
     _c("startupMaxReconnectAttempts", ("startup_max_reconnect_attempts",), "count", "-1",
-       "Attempts for the very first connection; -1 means maxReconnectAttempts applies.",
+       "Attempts for the very first connection; -1 means maxReconnectAttempts applies. A plain "
+       "broker URI (no failover:) that sets no retry option makes one pass (0).",
        attempts=_WHOLE_LIST),
     _c("warnAfterReconnectAttempts", ("warn_after_reconnect_attempts",), "int", "10",
        "Log a warning every N failed attempts; 0 or less never warns."),

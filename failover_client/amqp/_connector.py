@@ -73,6 +73,8 @@ class AmqpConnector:
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The same eagerness as every adapter's TLS (files named: built and checked now).
         self._ssl_domain = LazyTls(self._settings.options, ssl_domain)
+        self._sniffed: set[str] = set()
+        """Brokers whose silence was already probed for STOMP (see :meth:`connect`)."""
 
     @property
     def heartbeat(self) -> tuple[int, int]:
@@ -128,7 +130,12 @@ class AmqpConnector:
             settings=settings,
             container_id=shared.client_id,
         )
-        session.open(timeout, cancel)
+        # A port that stays silent is asked once whether it speaks STOMP (the first try of
+        # each broker, which for a wrong port is the start-up's): later tries of a hung broker
+        # must not pay the probe's second on every failover.
+        sniff = address.key not in self._sniffed
+        self._sniffed.add(address.key)
+        session.open(timeout, cancel, sniff=sniff)
         return session
 
     def __repr__(self) -> str:

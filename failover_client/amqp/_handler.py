@@ -33,6 +33,7 @@ from failover_client.amqp._errors import (
     handshake_error,
     transport_error,
 )
+from failover_client.amqp._mismatch import mismatch_of
 from failover_client.amqp._receiving import Incoming
 from failover_client.amqp._sending import Outgoing
 from failover_client.amqp._server_list import parse_redirect, parse_server_list
@@ -151,8 +152,13 @@ class Events(Handler):
         condition = self._transport_condition
         secrets = self._state.secrets
         broker = self._state.broker
+        mismatch = None
+        if condition is not None and not self._opened:
+            mismatch = mismatch_of(condition.text(secrets), self._state.address)
         if self._opened:
             error: ConnectionFailure = transport_error(condition, broker=broker, secrets=secrets)
+        elif mismatch is not None:
+            error = BrokerUnavailable(mismatch)
         else:
             error = handshake_error(condition, broker=broker, secrets=secrets)
         error.__cause__ = cause(condition, secrets)

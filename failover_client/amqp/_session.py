@@ -31,6 +31,7 @@ from failover_client.adapter import (
 from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message
 from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
+from failover_client.amqp._mismatch import STOMP_ANSWER, answers_stomp
 from failover_client.amqp._receiving import check_prefetch
 from failover_client.amqp._sending import Outbound
 from failover_client.amqp._state import SessionState
@@ -40,6 +41,9 @@ from failover_client.uri import BrokerAddress
 __all__ = ["AmqpSession"]
 
 _log = logging.getLogger("failover_client.amqp")
+
+_PROBE_TIMEOUT = 1.0
+"""Seconds the STOMP probe of a silent port may take (see :mod:`._mismatch`)."""
 
 
 class AmqpSession:
@@ -103,10 +107,12 @@ class AmqpSession:
 
     # -- the session's life ----------------------------------------------------------------
 
-    def open(self, timeout: float, cancel: Cancel) -> None:
+    def open(self, timeout: float, cancel: Cancel, *, sniff: bool = False) -> None:
         """Connect, SASL and AMQP open within ``timeout``; on failure release all and raise.
 
         ``cancel`` (from any thread) ends the wait at once with :class:`ConnectCancelled`.
+        ``sniff``: when no open came in time, ask the port whether it speaks STOMP (up to
+        1 s more; see :mod:`._mismatch`) to say "protocol mismatch" instead of "no open".
         """
         state = self._state
         remove = cancel.add_callback(self._cancel)
@@ -126,6 +132,12 @@ class AmqpSession:
             raise ConnectCancelled("connect cancelled", broker=state.broker)
         if error is not None:
             raise error
+        address = state.address
+        if sniff and answers_stomp(address, min(timeout, _PROBE_TIMEOUT)):
+            how = f" (no AMQP open within {timeout:g} s; a STOMP CONNECT got an answer)"
+            raise BrokerUnavailable(
+                STOMP_ANSWER.format(broker=address, how=how, authority=address.authority)
+            )
         raise BrokerUnavailable(
             f"no AMQP open within {timeout:g} s (connect timeout)", broker=state.broker
         )

@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import logging
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NoReturn, TextIO
 
 from failover_client import FailoverClientError, URIError
 from failover_client.uri import mask_same_length
@@ -19,14 +20,21 @@ from ._exit import ExitCode, exit_code_for
 __all__ = ["build_parser", "main", "run"]
 
 _EPILOG = """\
-exit codes: 0 ok, 2 bad arguments or URI, 3 no broker reachable (or credentials / TLS
-refused), 4 a message was not confirmed, 5 fewer messages or members than asked for,
+exit codes: 0 ok, 1 internal error, 2 bad arguments or URI, 3 no broker reachable within
+--timeout (or credentials / TLS refused), 4 a message was not confirmed, 5 fewer messages or
+members than asked for, 6 a library extra is missing (pip install 'failover-client[stomp]'),
 130 interrupted. Passcodes are read from an environment variable, never from the command line.
 """
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but its error messages never show a password typed into a URI argument."""
+    """argparse, but its error messages never show a password typed into a URI argument, and
+    an option is never guessed from its beginning (``--passcode s3cret`` must not become
+    ``--passcode-env s3cret``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -43,8 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log the library's events to stderr"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more of the library's log on stderr: -v info, -vv debug (warnings always)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
         title="commands", dest="command", required=True, parser_class=_Parser
     )
@@ -64,20 +77,46 @@ def run(argv: Sequence[str], env: Environment) -> int:
             args = parser.parse_args(list(argv))
     except SystemExit as exc:  # --help, or a usage error already printed by argparse
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
-    if args.verbose:
-        logging.basicConfig(
-            level=logging.DEBUG if args.verbose > 1 else logging.INFO,
-            stream=env.stderr,
-            format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        )
+    with _logging_to(env.stderr, args.verbose):
+        try:
+            return int(args.run(args, env))
+        except KeyboardInterrupt:
+            env.stderr.write("failover-client: interrupted\n")
+            return ExitCode.INTERRUPTED
+        except FailoverClientError as exc:
+            env.stderr.write(f"failover-client {args.command}: {_describe(exc)}\n")
+            return exit_code_for(exc)
+
+
+@contextlib.contextmanager
+def _logging_to(stream: TextIO, verbose: int) -> Iterator[None]:
+    """The library's records on ``stream`` while the command runs: warnings always (a
+    broker that does not answer is said while the command waits), ``-v`` info, ``-vv`` debug.
+
+    On the package logger, not the root, and removed afterwards: ``run()`` may be called many
+    times in one process (tests, a host application).
+    """
+    logger = logging.getLogger("failover_client")
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    previous = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
     try:
-        return int(args.run(args, env))
-    except KeyboardInterrupt:
-        env.stderr.write("failover-client: interrupted\n")
-        return ExitCode.INTERRUPTED
-    except FailoverClientError as exc:
-        env.stderr.write(f"failover-client {args.command}: {_describe(exc)}\n")
-        return exit_code_for(exc)
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+def _version() -> str:
+    try:
+        return version("failover-client")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _describe(error: FailoverClientError) -> str:

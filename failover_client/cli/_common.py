@@ -34,12 +34,30 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--login", help="login for members whose URI carries no user (default: none)"
     )
+    parser.add_argument("--passcode", nargs="?", action=_RefusePasscode, help=argparse.SUPPRESS)
     parser.add_argument(
         "--passcode-env",
         metavar="NAME",
-        default=PASSCODE_ENV,
-        help=f"environment variable holding the passcode (default: {PASSCODE_ENV})",
+        help=f"environment variable holding the passcode; an error when it is not set "
+        f"(default: {PASSCODE_ENV}, if set)",
     )
+
+
+class _RefusePasscode(argparse.Action):
+    """``--passcode VALUE``: refused with a pointer to ``--passcode-env``, value not echoed."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            "--passcode is not accepted: a passcode on the command line is visible to every "
+            "user of the machine (ps); put it in an environment variable and name it with "
+            f"--passcode-env NAME (default {PASSCODE_ENV})"
+        )
 
 
 def parse_target(text: str) -> FailoverURI:
@@ -48,9 +66,19 @@ def parse_target(text: str) -> FailoverURI:
 
 
 def credentials(args: argparse.Namespace, env: Environment) -> tuple[str | None, str | None]:
-    """(login, passcode) from ``--login`` and the passcode environment variable."""
-    passcode = env.environ.get(args.passcode_env) or None
-    return args.login, passcode
+    """(login, passcode) from ``--login`` and the passcode environment variable.
+
+    A variable named with ``--passcode-env`` must be set: an unset one is an error naming it
+    (a typo in its name would otherwise show up only as an authentication failure).
+    """
+    name = args.passcode_env
+    if name is None:
+        return args.login, env.environ.get(PASSCODE_ENV) or None
+    if name not in env.environ:
+        raise ConfigurationError(
+            f"--passcode-env {name}: the environment variable {name} is not set"
+        )
+    return args.login, env.environ[name] or None
 
 
 def open_connection(

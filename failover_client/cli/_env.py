@@ -32,6 +32,8 @@ class Environment:
     clock: Clock = field(default_factory=SystemClock)
     connector: Connector | None = None
     styled: bool | None = None
+    styled_stderr: bool | None = None
+    """Progress displays on stderr: None means when stderr is a terminal."""
 
     @property
     def rich_output(self) -> bool:

@@ -29,20 +29,28 @@ class ExitCode(enum.IntEnum):
     """At least one message was not confirmed by a broker (it may or may not have arrived)."""
     INCOMPLETE = 5
     """Fewer messages than ``--count`` arrived in time, or some probed members did not answer."""
+    MISSING_EXTRA = 6
+    """The library needs an extra that is not installed (``pip install 'failover-client[stomp]'``
+    or ``[amqp]``): the set-up, not the arguments, is wrong."""
     INTERRUPTED = 130
     """Stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code for an error that ended a command."""
-    if isinstance(error, KeyboardInterrupt):
-        return ExitCode.INTERRUPTED
-    if isinstance(error, ConfigurationError):
-        return ExitCode.USAGE
-    if isinstance(error, ConnectionFailure):
-        return ExitCode.CONNECTION
-    if isinstance(error, SendFailure):
-        return ExitCode.UNCONFIRMED
-    if isinstance(error, ConnectionClosed):
-        return ExitCode.CONNECTION
+    if isinstance(error, ConfigurationError) and isinstance(error.__cause__, ImportError):
+        # An adapter whose library is not installed is raised from the ImportError.
+        return ExitCode.MISSING_EXTRA
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return code
     return ExitCode.ERROR
+
+
+_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
+    (KeyboardInterrupt, ExitCode.INTERRUPTED),
+    (ConfigurationError, ExitCode.USAGE),
+    (ConnectionFailure, ExitCode.CONNECTION),
+    (SendFailure, ExitCode.UNCONFIRMED),
+    (ConnectionClosed, ExitCode.CONNECTION),
+)

@@ -19,6 +19,7 @@ import argparse
 import json
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,7 +70,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=seconds,
-        help="handshake deadline per member in seconds (default: the URI's connectTimeout)",
+        help="handshake deadline in seconds; members are probed at the same time, so the "
+        "command ends within it (plus --peers-wait) (default: the URI's connectTimeout)",
     )
     parser.add_argument(
         "--peers",
@@ -332,22 +334,33 @@ def _listen_for_peers(
     return latest_peers(peers), error
 
 
+_MAX_PARALLEL = 32
+"""Members probed at the same time at most (a pushed list can be long)."""
+
+
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     target = parse_target(args.uri)
     connectors = _Connectors(target, args, env)
     timeout = args.timeout if args.timeout is not None else target.options.connect_timeout
-    results = [
-        probe_member(
+    # Made here, once per protocol: a missing extra is reported before any member is tried.
+    chosen = {p: connectors.get(p) for p in {m.protocol for m in target.members} if p in PROBED}
+
+    def probe_one(member: BrokerAddress) -> ProbeResult:
+        return probe_member(
             member,
-            connectors.get(member.protocol) if member.protocol in PROBED else None,
+            chosen.get(member.protocol),
             env,
             timeout=timeout,
             # Bridge advisories are an ActiveMQ STOMP feature; AMQP brokers name theirs in
             # the open frame.
             peers_wait=args.peers_wait if args.peers and member.protocol == "stomp" else None,
         )
-        for member in target.members
-    ]
+
+    # All members at once, so the command ends within one --timeout (plus --peers-wait),
+    # not one per member; each connect is bounded by ``timeout``, so the pool's exit ends.
+    workers = max(1, min(len(target.members), _MAX_PARALLEL))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="failover-probe") as pool:
+        results = list(pool.map(probe_one, target.members))
     if args.json:
         document = {"uri": str(target), "members": [_result_json(r) for r in results]}
         env.stdout.write(json.dumps(document, indent=2) + "\n")

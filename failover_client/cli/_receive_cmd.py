@@ -20,6 +20,7 @@ from ._common import (
 )
 from ._env import Environment
 from ._exit import ExitCode
+from ._progress import Progress, wants_progress
 
 __all__ = ["Printer", "add_parser", "format_message", "run"]
 
@@ -41,7 +42,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=seconds,
-        help="stop after this many seconds (exit 5 if --count was not reached)",
+        help="stop after this many seconds, connecting included (exit 3 when no broker "
+        "answered by then, 5 when --count was not reached)",
     )
     parser.add_argument(
         "--ack", choices=("auto", "client"), default="client", help="acknowledgement mode"
@@ -85,8 +87,10 @@ class Printer:
         count: int | None,
         ack: Literal["auto", "client"],
         as_json: bool,
+        progress: Progress | None = None,
     ) -> None:
         self._env = env
+        self._progress = progress
         self._count = count
         self._ack = ack
         self._json = as_json
@@ -101,6 +105,8 @@ class Printer:
             self._env.stdout.write(format_message(message, as_json=self._json) + "\n")
             self._env.stdout.flush()
             self.received += 1
+            if self._progress is not None:
+                self._progress.advance()
             reached = self._count is not None and self.received >= self._count
         if self._ack == "client":
             message.ack()  # after the line is out: a crash before this means a redelivery
@@ -112,12 +118,17 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     target = parse_target(args.uri)
     headers = parse_headers(args.header)
     connection = open_connection(target, args, env)
-    printer = Printer(env, count=args.count, ack=args.ack, as_json=args.json)
+    progress = Progress(
+        env.stderr, "received", total=args.count, show=wants_progress(env.stderr, env.styled_stderr)
+    )
+    printer = Printer(env, count=args.count, ack=args.ack, as_json=args.json, progress=progress)
     began = env.clock.monotonic()
     connection.subscribe(args.destination, printer, ack=args.ack, headers=headers)
     try:
-        connection.connect()
-        env.clock.wait(printer.done, args.timeout)
+        connection.connect(timeout=args.timeout)
+        left = None if args.timeout is None else args.timeout - (env.clock.monotonic() - began)
+        with progress:
+            env.clock.wait(printer.done, None if left is None else max(left, 0.0))
     finally:
         broker = connection.broker
         connection.close()

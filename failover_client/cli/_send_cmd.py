@@ -21,6 +21,7 @@ from ._common import (
 )
 from ._env import Environment
 from ._exit import ExitCode
+from ._progress import Progress, wants_progress
 
 __all__ = ["SendTally", "add_parser", "bodies", "run"]
 
@@ -64,7 +65,8 @@ def add_parser(commands: Any) -> None:
         "--timeout",
         type=seconds,
         default=30.0,
-        help="seconds to wait for the connection and confirmations (default 30)",
+        help="seconds to wait for a broker to connect to (exit 3 after that), then for room "
+        "to send each message and for the last confirmations (default 30)",
     )
     parser.set_defaults(run=run)
 
@@ -111,12 +113,22 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     connection = open_connection(target, args, env)
     tally = SendTally(confirm=args.receipt)
     began = env.clock.monotonic()
+    total = (args.count or 1) if args.body is not None else args.count
+    progress = Progress(
+        env.stderr, "sent", total=total, show=wants_progress(env.stderr, env.styled_stderr)
+    )
     try:
-        connection.connect()
-        futures = _send_all(
-            connection, args, headers, bodies(args.body, args.count, env.stdin), tally
-        )
-        _settle(connection, futures, args.timeout, tally)
+        connection.connect(timeout=args.timeout)
+        with progress:
+            futures = _send_all(
+                connection,
+                args,
+                headers,
+                bodies(args.body, args.count, env.stdin),
+                tally,
+                progress=progress,
+            )
+            _settle(connection, futures, args.timeout, tally)
     finally:
         broker = connection.broker
         failovers = connection.stats().get("failovers", 0)
@@ -138,6 +150,8 @@ def _send_all(
     headers: dict[str, str],
     texts: Iterable[str],
     tally: SendTally,
+    *,
+    progress: Progress,
 ) -> list[Future[None]]:
     futures: list[Future[None]] = []
     for text in texts:
@@ -148,6 +162,7 @@ def _send_all(
         else:
             connection.send(args.destination, text, headers, confirm=False, timeout=args.timeout)
         tally.sent += 1
+        progress.advance()
     return futures
 
 

@@ -61,9 +61,25 @@ def connector_for(
         raise ConfigurationError(
             f"members speak {', '.join(protocols)}; a failover connection needs all members on "
             "one of: stomp (stomp://, stomp+ssl://), amqp (amqp://, amqps://)"
+            + (_openwire_hint(members) if "openwire" in protocols else "")
         )
     return _load(
         protocols[0], options, login=login, passcode=passcode, clock=clock, client_id=client_id
+    )
+
+
+def _openwire_hint(members: Sequence[BrokerAddress]) -> str:
+    """What a Java user with a ``tcp://host:61616`` URI should write instead."""
+    first = next(m for m in members if m.protocol == "openwire")
+    stomp_port = 61612 if first.tls else 61613
+    scheme = "stomp+ssl" if first.tls else "stomp"
+    return (
+        f". {first.scheme}:// is OpenWire, the Java client's protocol, which failover-client "
+        f"does not speak; the same brokers listen for STOMP and AMQP 1.0 on other ports "
+        f"(by default STOMP 61613, STOMP over TLS 61612, AMQP 5672, AMQPS 5671): write e.g. "
+        f"{scheme}://{first.authority.rsplit(':', 1)[0]}:{stomp_port}. Broker lists that "
+        f"arrive in tcp:// form (a cluster's push, updateURIsURL) are mapped with "
+        f"topology.schemeMap=tcp:stomp:61613,ssl:stomp+ssl:61612"
     )
 
 

@@ -24,6 +24,7 @@ from failover_client.uri import (
     FailoverOptions,
     ServerListAction,
     parse,
+    unused_member_params,
 )
 
 __all__ = [
@@ -262,6 +263,16 @@ def resolve_target(
                     f"a member list must hold BrokerAddress values, got {type(member).__name__}"
                 )
             members.append(member)
+        check_members(members)
         return tuple(members), FailoverOptions(), ()
     agents = tuple(getattr(target, "agents", ()))
+    check_members(target.members)
     return tuple(target.members), target.options, agents
+
+
+def check_members(members: Iterable[BrokerAddress]) -> None:
+    """Refuse a STOMP / AMQP member option no adapter reads (it would be ignored silently)."""
+    for member in members:
+        error = unused_member_params(member)
+        if error is not None:
+            raise error

@@ -28,7 +28,6 @@ from types import TracebackType
 from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._errors import ConnectionClosed
 from failover_client._events import Listener, ListenerSet
 from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
@@ -62,6 +61,7 @@ from failover_client.engine._pool import AddressMap, BrokerPool, PoolView
 from failover_client.engine._rebalance import Rebalancer
 from failover_client.engine._schedule import ReconnectSchedule
 from failover_client.engine._sender import UNSET, Unset
+from failover_client.engine._startup import bounded, startup_error, wrote_retry_options
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._topology import (
     TopologyHub,
@@ -241,6 +241,7 @@ class FailoverConnection(Consuming):
             events=router,
             redirects=self._redirects.take,
             changed=self._topology.changed,
+            notice=not wrote_retry_options(options),
         )
         self._loop = ReconnectLoop(
             state=self._state,
@@ -270,31 +271,38 @@ class FailoverConnection(Consuming):
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def connect(self) -> None:
+    def connect(self, timeout: float | None = None) -> None:
         """Start the reconnect loop and block until the first broker handshakes.
 
-        Raises :class:`AllBrokersFailed` (with every broker's last cause) when the startup
-        schedule gives up, :class:`AuthenticationFailed` / :class:`TLSFailure` when the
-        brokers refuse the credentials or the certificate, :class:`ConnectionClosed` when
-        closed meanwhile. Calling it again after success returns at once.
+        ``timeout`` bounds the start-up (None: as long as the start-up schedule allows, which
+        is for ever for a failover URI without retry options). Once it passes, the connection
+        is closed and :class:`AllBrokersFailed` names every broker's last cause. Raises
+        AllBrokersFailed also when the startup schedule gives up,
+        :class:`AuthenticationFailed` / :class:`TLSFailure` when the brokers refuse the
+        credentials or the certificate, :class:`ConnectionClosed` when closed meanwhile.
+        Calling it again after success returns at once.
         """
         self._guard.check()
+        seconds = check_timeout(timeout)
         connection = self._state
         with connection.cond:
             starting = connection.state == "new"
             if starting:
                 connection.state = "connecting"
         if starting:
+            if seconds is not None:
+                self._dialer.limit(seconds)
             self._dispatcher.start()
             self._loop.start()
             self._topology.start()
-        self._clock.wait(self._loop.first_outcome, None)
-        with connection.cond:
-            state, error = connection.state, connection.error
-        if state == "failed" and error is not None:
+        if not self._clock.wait(self._loop.first_outcome, bounded(seconds)):
+            self.close()  # the loop missed its own deadline (a connector ignored its timeout)
+            raise self._dialer.expired()
+        error = startup_error(connection)
+        if error is not None:
+            if seconds is not None:
+                self.close()  # the caller asked for a bounded start: nothing is left running
             raise error
-        if state not in ("connected", "reconnecting", "switching"):
-            raise ConnectionClosed(f"the connection was closed while connecting ({state})")
 
     start = connect
 

@@ -19,15 +19,17 @@ The timed duties, in the order they are served (an action ends the step; the dri
 it and decides again with a fresh view, since performing it may take a connect timeout):
 
 1. ``close()`` (:class:`Stop`) and a lost session (:class:`Reconnect`): at once.
-2. The reconnect run's next attempt (dialing only): its delay, cut short by a pool change.
-3. Standby refill (``backup=True``): the first try at once, later ones on the schedule.
-4. Priority probes (a better tier exists): on the schedule's back-off.
-5. Rebalancing: the move to this client's rendezvous home at its turn in the drain window,
+2. The start-up deadline (``connect(timeout=...)``, dialing only): once it passed the run ends
+   (:class:`Expire`), whatever the schedule would still allow.
+3. The reconnect run's next attempt (dialing only): its delay, cut short by a pool change.
+4. Standby refill (``backup=True``): the first try at once, later ones on the schedule.
+5. Priority probes (a better tier exists): on the schedule's back-off.
+6. Rebalancing: the move to this client's rendezvous home at its turn in the drain window,
    and every quarantine release (a released broker may be the home again).
-6. Brokers being left (:class:`Leaving`): a drain ends when its session was quiet for
+7. Brokers being left (:class:`Leaving`): a drain ends when its session was quiet for
    ``drain_quiet`` or at its ``drain_timeout`` deadline (:class:`EndDrain`); once the messages it
    delivered are handled, its session closes (:class:`CloseLeaving`).
-7. Brokers left by a failure that still hold our queue subscriptions' messages: retried on the
+8. Brokers left by a failure that still hold our queue subscriptions' messages: retried on the
    schedule's back-off until one answers, then drained (:class:`Recover`).
 
 The canary (``canary_interval`` > 0) comes first among a live session's duties: a session whose
@@ -50,6 +52,7 @@ __all__ = [
     "Disarm",
     "DrawTurn",
     "EndDrain",
+    "Expire",
     "Leaving",
     "Probe",
     "Rebalance",
@@ -114,6 +117,9 @@ class View(Generic[K]):
     dialing: bool = False
     attempt_due: float | None = None
     brokers_changed: bool = False
+    deadline: float | None = None
+    """Dialing at start-up with ``connect(timeout=...)``: when the run must have found a
+    broker (None: the schedule alone decides when to give up)."""
     alive: bool = True
     probe_targets: tuple[K, ...] = ()
     """Brokers of a better tier to probe, best first (empty: nothing better, or no priority
@@ -163,6 +169,11 @@ class Reconnect:
 @dataclass(frozen=True, slots=True)
 class Dial:
     """Make the reconnect run's next attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """The start-up deadline passed: end the run with every broker's cause."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +264,7 @@ Action = (
     Stop
     | Reconnect
     | Dial
+    | Expire
     | Arm
     | Disarm
     | Refill[K]
@@ -284,10 +296,7 @@ def decide(view: View[K], now: float) -> Step[K]:
     if view.stopping:
         return Step(Stop())
     if view.dialing:
-        due = view.attempt_due
-        if due is None or view.brokers_changed or now >= due:
-            return Step(Dial())
-        return Step(wake_at=due)
+        return _dialing(view, now)
     if not view.alive:
         return Step(Reconnect())
     deadlines: list[float] = []
@@ -296,6 +305,16 @@ def decide(view: View[K], now: float) -> Step[K]:
         if action is not None:
             return Step(action)
     return Step(wake_at=min(deadlines, default=None))
+
+
+def _dialing(view: View[K], now: float) -> Step[K]:
+    deadline = view.deadline
+    if deadline is not None and now >= deadline:
+        return Step(Expire())
+    due = view.attempt_due
+    if due is None or view.brokers_changed or now >= due:
+        return Step(Dial())
+    return Step(wake_at=due if deadline is None else min(due, deadline))
 
 
 def _canary(view: View[K], now: float, deadlines: list[float]) -> Action[K] | None:

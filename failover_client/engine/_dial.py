@@ -42,6 +42,7 @@ from failover_client._throttle import LogThrottle
 from failover_client.adapter import Cancel, Connector, Session
 from failover_client.engine._pool import BrokerPool
 from failover_client.engine._slot import Slot, SlotEvents, SlotListener
+from failover_client.engine._startup import StartupNotice, expired
 from failover_client.uri import AttemptUnit, BrokerAddress
 
 __all__ = ["DialOutcome", "Dialer", "Interrupted", "ScheduleLike", "ScheduleRunLike"]
@@ -100,6 +101,7 @@ class Dialer:
         events: SlotEvents,
         redirects: Callable[[], BrokerAddress | None] = lambda: None,
         changed: threading.Event | None = None,
+        notice: bool = False,
     ) -> None:
         self._connector = connector
         self._pool = pool
@@ -120,6 +122,17 @@ class Dialer:
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
         self._throttle = LogThrottle(_log, clock=clock.monotonic)
+        self._notice = StartupNotice(
+            enabled=notice, clock=clock.monotonic, emit=emit, describe=describe
+        )
+        self.deadline: float | None = None
+        """The start-up deadline (``connect(timeout=...)``), on the clock; the start-up run
+        ends once it passed and cuts every connect to the time left (see :meth:`limit`)."""
+        self._timeout = 0.0
+        self._run_deadline: float | None = None
+        """:attr:`deadline` while the start-up run is going, else None."""
+        self._causes: dict[str, BaseException] = {}
+        """The current run's causes so far (the deadline's error names them)."""
         self._cancel_lock = threading.Lock()
         self._cancelled = False
         self._token: Cancel | None = None
@@ -187,9 +200,26 @@ class Dialer:
 
     def _connect(self, address: BrokerAddress, slot: Slot, token: Cancel) -> Session:
         listener = SlotListener(self._events, slot)
-        return self._connector.connect(
-            address, timeout=self._connect_timeout, listener=listener, cancel=token
-        )
+        timeout = self._connect_timeout
+        if self._run_deadline is not None:
+            # A hung broker must not hold the caller past connect(timeout=...).
+            left = self._run_deadline - self._clock.monotonic()
+            timeout = min(timeout, max(left, _MIN_CONNECT_TIMEOUT))
+        return self._connector.connect(address, timeout=timeout, listener=listener, cancel=token)
+
+    def limit(self, timeout: float) -> None:
+        """Give the start-up run ``timeout`` seconds from now (``connect(timeout=...)``)."""
+        self._timeout = timeout
+        self.deadline = self._clock.monotonic() + timeout
+
+    def expired(self) -> ConnectionFailure:
+        """The start-up deadline passed: the error naming every broker's cause."""
+        brokers = (str(state.address) for state in self._pool.states())
+        return expired(self._timeout, self._causes, brokers)
+
+    def _past_deadline(self) -> bool:
+        deadline = self._run_deadline
+        return deadline is not None and self._clock.monotonic() >= deadline
 
     def lost(self, slot: Slot) -> None:
         """A session in use died: count it as a failure, so the next plan tries it last.
@@ -216,10 +246,18 @@ class Dialer:
         ``resume`` goes on with the previous run's schedule (its delays and its limit) instead
         of starting over: the session it found was no real success.
         """
+        self._run_deadline = self.deadline if startup else None
+        try:
+            return (yield from self._attempts(startup=startup, resume=resume))
+        finally:
+            self._run_deadline = None
+
+    def _attempts(self, *, startup: bool, resume: bool) -> Generator[float, None, DialOutcome]:
         started = self._clock.monotonic()
         yield from self._await_brokers()
         run = self._start(startup=startup, resume=resume)
         causes: dict[str, BaseException] = {}
+        self._causes = causes
         struck: set[str] = set()
         fatal: ConnectionFailure | None = None
         remaining: list[BrokerAddress] = []  # rest of the current pass (unit "broker")
@@ -246,6 +284,8 @@ class Dialer:
             for index, address in enumerate(tries):
                 if self._stop.is_set():
                     raise Interrupted
+                if self._past_deadline():
+                    break  # the driver's next decision ends the run (Expire)
                 self._emit(
                     ReconnectAttempt(str(address), run.attempts, delay if index == 0 else 0.0)
                 )
@@ -259,8 +299,22 @@ class Dialer:
             if fatal is not None and not remaining:
                 self.last_causes = tuple(causes.items())
                 raise fatal
-            if run.should_warn():
-                self._warn(run.attempts, causes)
+            self._failed(run, causes, startup=startup, whole_pass=not remaining)
+
+    def _failed(
+        self,
+        run: ScheduleRunLike,
+        causes: dict[str, BaseException],
+        *,
+        startup: bool,
+        whole_pass: bool,
+    ) -> None:
+        """An attempt found no broker: the schedule's warning, and the start-up notice."""
+        warned = run.should_warn()
+        if warned:
+            self._warn(run.attempts, causes)
+        if startup and whole_pass and not self._past_deadline():
+            self._notice.pass_failed(run.attempts, causes, warned=warned)
 
     def _start(self, *, startup: bool, resume: bool) -> ScheduleRunLike:
         if resume and self._run is not None:
@@ -332,6 +386,10 @@ class Dialer:
 
 
 _FATAL = (AuthenticationFailed, TLSFailure)
+
+_MIN_CONNECT_TIMEOUT = 0.05
+"""A connect made just before the start-up deadline still gets this long: a zero timeout
+would fail it before the first byte, and the deadline's check comes right after."""
 
 
 def describe(broker: str, error: BaseException) -> str:

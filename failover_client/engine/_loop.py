@@ -42,6 +42,7 @@ from failover_client.engine._decide import (
     Disarm,
     DrawTurn,
     EndDrain,
+    Expire,
     Probe,
     Rebalance,
     Reconnect,
@@ -148,6 +149,9 @@ class ReconnectLoop:
         self._probe_struck: set[str] = set()
         self.first_outcome = threading.Event()
         """Set once the first connection succeeded or the loop gave up / was closed."""
+        self.on_clock = threading.Event()
+        """Set once the loop's thread runs on the clock (see :meth:`start`)."""
+
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     @property
@@ -156,6 +160,9 @@ class ReconnectLoop:
 
     def start(self) -> None:
         self._thread.start()
+        # Until the loop runs on the clock, a virtual clock could jump past a caller's
+        # connect(timeout=...) before the first attempt; the thread sets it first thing.
+        self.on_clock.wait()  # ends at once: the thread sets it first thing
 
     def join(self) -> None:
         if self._thread.ident is not None and threading.current_thread() is not self._thread:
@@ -164,27 +171,33 @@ class ReconnectLoop:
     # --- the loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        # On the clock until the first outcome is set: connect()'s timed wait must not see
+        # time jump while the loop is still about to say how the start-up ended.
+        with running_on(self._clock):
+            self.on_clock.set()
+            self._run_on_clock()
+
+    def _run_on_clock(self) -> None:
         startup = True
         previous: Slot | None = None
         lost_at = 0.0
         try:
-            with running_on(self._clock):
-                while True:
-                    # A session ended by a redirect while redirects come too fast to follow
-                    # (two brokers sending the client to each other) was no success: the
-                    # schedule goes on instead of starting over at its first delay.
-                    resume = previous is not None and previous.redirected
-                    resume = resume and self._planner.bouncing()
-                    outcome = self._standby() or self._reconnect(startup=startup, resume=resume)
-                    if not self._state.install(outcome.slot):
-                        continue
-                    self._announce(outcome, previous, lost_at)
-                    startup = False
-                    self.first_outcome.set()
-                    previous = self._serve(outcome.slot)
-                    lost_at = self._clock.monotonic()
-                    self._departures.lost(previous)
-                    self._dialer.lost(previous)
+            while True:
+                # A session ended by a redirect while redirects come too fast to follow
+                # (two brokers sending the client to each other) was no success: the
+                # schedule goes on instead of starting over at its first delay.
+                resume = previous is not None and previous.redirected
+                resume = resume and self._planner.bouncing()
+                outcome = self._standby() or self._reconnect(startup=startup, resume=resume)
+                if not self._state.install(outcome.slot):
+                    continue
+                self._announce(outcome, previous, lost_at)
+                startup = False
+                self.first_outcome.set()
+                previous = self._serve(outcome.slot)
+                lost_at = self._clock.monotonic()
+                self._departures.lost(previous)
+                self._dialer.lost(previous)
         except Interrupted:
             pass
         except ConnectionFailure as exc:
@@ -236,10 +249,13 @@ class ReconnectLoop:
                     dialing=True,
                     attempt_due=due,
                     brokers_changed=self._dialer.pool_changed(),
+                    deadline=self._dialer.deadline if startup else None,
                 )
                 step = decide(view, now)
                 if isinstance(step.action, Stop):
                     raise Interrupted
+                if isinstance(step.action, Expire):
+                    raise self._dialer.expired()
                 if isinstance(step.action, Dial):
                     due = run.send(None)
                 else:

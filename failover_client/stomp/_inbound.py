@@ -234,7 +234,7 @@ class FrameEvents:
                 state,
                 ProtocolViolation(
                     f"answered CONNECT with {shown}, which is not a STOMP frame "
-                    "(wrong port or protocol?)",
+                    f"({mismatch_hint(self._sniffed)})",
                     broker=state.broker,
                 ),
             )
@@ -282,3 +282,21 @@ class FrameEvents:
             if completion is not None:
                 completions.append(completion)
         self._state.complete(completions)
+
+
+def mismatch_hint(sniffed: bytes) -> str:
+    """Why the first bytes are not STOMP, when they tell whose they are."""
+    if sniffed.startswith(b"AMQP"):
+        who = (
+            "an AMQP broker (an AMQP port: 5672 by default; write amqp:// for it, or use the "
+            "broker's STOMP port, 61613 by default)"
+        )
+    elif b"ActiveMQ" in sniffed[:16]:
+        who = "an OpenWire (Java client) port (61616 by default; STOMP listens on 61613)"
+    elif sniffed.startswith(b"HTTP/"):
+        who = "an HTTP server (a web console or management port, not STOMP)"
+    elif sniffed.startswith(b"\x15\x03"):
+        who = "a TLS server (write stomp+ssl:// for a TLS port)"
+    else:
+        return "wrong port or protocol?"
+    return f"protocol mismatch: it answered like {who}"

@@ -2,8 +2,11 @@
 
 Installing failover-client registers this module with pytest (entry point ``pytest11``, name
 ``failover_client``), so it is loaded by every pytest run on the machine. It therefore imports
-nothing (beyond the standard library), adds only options, and defines no fixtures or test
-hooks. Brokers are switched on by any one of:
+nothing (beyond the standard library), adds options, and defines no fixtures. Its one test
+hook acts only on a test that asks for a harness fixture (:data:`HARNESS_FIXTURES`) while the
+harness is off and nothing else defines that name: the test fails with a message saying how to
+switch the fixtures on, instead of pytest's bare "fixture 'activemq_cluster' not found".
+Brokers are switched on by any one of:
 
 * ``pytest --failover-brokers``;
 * ``failover_brokers = true`` in the ``[pytest]`` ini section (``[tool.pytest.ini_options]``);
@@ -22,12 +25,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["BACKENDS", "FIXTURES", "pytest_addoption", "pytest_configure"]
+__all__ = [
+    "BACKENDS",
+    "FIXTURES",
+    "HARNESS_FIXTURES",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_runtest_setup",
+]
 
 #: the module that holds the fixtures, registered on activation
 FIXTURES = "failover_client.testing.broker_fixtures"
 #: values of ``--broker-backend`` (the harness's ``BACKENDS``; repeated to keep this import-free)
 BACKENDS = ("auto", "local", "docker")
+#: the fixtures :data:`FIXTURES` defines (repeated to keep this import-free; a test compares)
+HARNESS_FIXTURES = (
+    "activemq_cluster",
+    "activemq_network",
+    "artemis_cluster",
+    "broker_cluster",
+    "broker_pool",
+    "rabbitmq_cluster",
+    "unique_queue",
+)
+#: how to switch them on, as the failing test's message says it
+HOW_TO_ACTIVATE = (
+    "run pytest with --failover-brokers, or set failover_brokers = true in the [pytest] ini "
+    "section ([tool.pytest.ini_options] in pyproject.toml), or add "
+    'pytest_plugins = ["failover_client.testing.broker_fixtures"] to a root conftest.py'
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,3 +84,27 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the fixtures module when the run asked for brokers."""
     if config.getoption("--failover-brokers") or config.getini("failover_brokers"):
         config.pluginmanager.import_plugin(FIXTURES)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test that asks for an absent harness fixture, saying how to switch them on."""
+    if item.config.pluginmanager.hasplugin(FIXTURES):
+        return
+    info = getattr(item, "_fixtureinfo", None)
+    defined = getattr(info, "name2fixturedefs", None)
+    if defined is None:
+        return  # not a function test (a doctest, a plug-in's own item): nothing to say
+    missing = [
+        name
+        for name in getattr(item, "fixturenames", ())
+        if name in HARNESS_FIXTURES and name not in defined
+    ]
+    if missing:
+        import pytest  # noqa: PLC0415 - this module imports nothing at load time
+
+        names = ", ".join(repr(name) for name in missing)
+        pytest.fail(
+            f"fixture {names} is one of failover-client's real-broker fixtures, which are "
+            f"off in this run: {HOW_TO_ACTIVATE}",
+            pytrace=False,
+        )
