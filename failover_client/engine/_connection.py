@@ -67,6 +67,7 @@ from failover_client.engine._topology import (
     TopologyHub,
     TopologySource,
     UriSourceFactory,
+    first_list_wait,
     uri_sources,
 )
 from failover_client.policies import policy_for_options
@@ -241,6 +242,7 @@ class FailoverConnection(Consuming):
             events=router,
             redirects=self._redirects.take,
             changed=self._topology.changed,
+            first_list_wait=first_list_wait(agents),
         )
         self._loop = ReconnectLoop(
             state=self._state,
