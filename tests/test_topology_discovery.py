@@ -316,6 +316,13 @@ def test_the_uris_of_the_documents_build_the_sources():
     assert (artemis.address, artemis.port, artemis.refresh_timeout) == ("231.7.7.7", 9876, 3.0)
     (wrapped,) = _sources("discovery:(udp://231.7.7.7:9876?initialWaitTimeout=100)")
     assert isinstance(wrapped, ArtemisUdpSource)
+    for text in ("discovery:multicast://default", "failover:(discovery:(multicast://default))"):
+        (same,) = _sources(text)
+        assert isinstance(same, MulticastSource)
+        assert (same.address, same.port) == ("239.255.2.3", 6155)
+    (amqp,) = _sources("udp://231.7.7.7:9876?topology.schemeMap=tcp:amqp,ssl:amqps")
+    assert isinstance(amqp, ArtemisUdpSource)
+    assert amqp.brokers() == []
 
 
 @pytest.mark.parametrize(
