@@ -439,3 +439,32 @@ def _connect(conn: FailoverConnection) -> BaseException | None:
     except BaseException as exc:
         return exc
     return None
+
+
+def test_a_socket_that_breaks_is_reported_and_the_group_joined_again(clock):
+    class Broken(QueueDatagrams):
+        def receive(self, timeout: float) -> bytes | None:
+            raise OSError("Network is down")
+
+    queue = QueueDatagrams(clock)
+    opened: list[QueueDatagrams] = []
+
+    def join() -> QueueDatagrams:
+        opened.append(Broken(clock) if not opened else queue)
+        return opened[-1]
+
+    source = MulticastSource(clock=clock, datagrams=join, scheme_map=TCP_MAP)
+    sink = Sink()
+    source.start(sink)
+    try:
+        with sink.cond:
+            assert sink.cond.wait_for(lambda: sink.failures, SAFETY)
+        assert "Network is down" in sink.failures[0]
+        assert clock.wait_for_deadline(1.0)  # the back-off's first delay
+        clock.advance(1.0)
+        queue.put(alive("tcp://b1:61616"))
+        assert sink.wait_for(1)
+        assert opened[0].closed
+        assert len(opened) == 2
+    finally:
+        source.stop()

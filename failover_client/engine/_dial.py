@@ -301,6 +301,8 @@ class Dialer:
         reasons = shown_list(
             (describe(broker, error) for broker, error in causes.items()), _SHOWN, sep="; "
         )
+        if not causes:  # an empty pool: its brokers come from a source that named none yet
+            reasons = "no broker known yet (waiting for a topology source to name one)"
         self._throttle.log(
             logging.WARNING, reasons, "reconnect attempt %d failed: %s", attempt, reasons
         )

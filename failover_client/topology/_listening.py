@@ -124,12 +124,20 @@ class ListeningSource:
         while not self._stop.is_set():
             datagrams = self._join(sink)
             if datagrams is None:
-                continue
+                continue  # _join waited its back-off (or stop() came)
             try:
                 self._listen(datagrams, sink)
+            except OSError as exc:  # the socket broke (an interface went away): join again
+                self._failed(sink, "the group's socket failed", exc)
             finally:
                 datagrams.close()
-            return
+
+    def _failed(self, sink: TopologySink, what: str, exc: OSError) -> None:
+        """Report ``exc`` and wait the back-off (ends early on stop())."""
+        delay = self._backoff.failed()
+        self._throttle.log(logging.WARNING, what, "%s: %s: %s", self.name, what, exc)
+        report_failure(sink, self.name, exc, self._backoff.failures, delay)
+        self._clock.wait(self._stop, delay)  # ends by the delay or stop()
 
     def _join(self, sink: TopologySink) -> Datagrams | None:
         try:
@@ -142,12 +150,7 @@ class ListeningSource:
             self._stop.set()
             return None
         except OSError as exc:
-            delay = self._backoff.failed()
-            self._throttle.log(
-                logging.WARNING, "join", "%s: cannot join the group: %s", self.name, exc
-            )
-            report_failure(sink, self.name, exc, self._backoff.failures, delay)
-            self._clock.wait(self._stop, delay)  # ends by the delay or stop()
+            self._failed(sink, "cannot join the group", exc)
             return None
         self._backoff.succeeded()
         self._datagrams = datagrams
