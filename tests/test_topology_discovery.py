@@ -468,3 +468,31 @@ def test_a_socket_that_breaks_is_reported_and_the_group_joined_again(clock):
         assert len(opened) == 2
     finally:
         source.stop()
+
+
+def test_tls_stays_tls_and_two_connectors_of_one_broker_are_one_entry(clock):
+    queue = QueueDatagrams(clock)
+    default = parse("discovery:(multicast://default)")
+    (built,) = uri_sources(
+        default.members, default.options, default.agents, login=None, passcode=None, clock=clock
+    )
+    assert isinstance(built, MulticastSource)
+    source = MulticastSource(scheme_map=built._scheme_map, clock=clock, datagrams=lambda: queue)
+    sink = Sink()
+    source.start(sink)
+    try:
+        queue.put(
+            alive("ssl://b1:61617"),  # ActiveMQ's default map: stomp+ssl on 61612
+            alive("tcp://b2:61616"),
+            alive("stomp://b2:61613"),  # b2 announces its STOMP connector too: one broker
+            alive("tcp://b3:61616"),  # read after the others: its list comes last
+        )
+        assert sink.wait_for(3)
+        b3 = BrokerAddress("stomp", "b3", 61613)
+        assert sink.lists == [
+            (BrokerAddress("stomp+ssl", "b1", 61612),),
+            (BrokerAddress("stomp+ssl", "b1", 61612), B2),
+            (BrokerAddress("stomp+ssl", "b1", 61612), B2, b3),
+        ]
+    finally:
+        source.stop()

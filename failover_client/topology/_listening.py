@@ -179,7 +179,9 @@ class ListeningSource:
                 self._push(sink)
 
     def _push(self, sink: TopologySink) -> None:
-        brokers = tuple(self.brokers())
+        # Two announcers of one address (a broker announcing two connectors that map to the
+        # same port) are one broker.
+        brokers = tuple(dict.fromkeys(self.brokers()))
         if brokers == self._pushed:
             return
         self._pushed = brokers
