@@ -120,3 +120,42 @@ def test_a_pass_over_hundreds_of_brokers_costs_lines_of_bounded_length(
     assert len(str(failed.value)) < 2_000
     assert str(failed.value).endswith("and 292 more")
     assert len(events.of_type(ReconnectWarning)[0].causes) == 300
+
+
+class _Silent:
+    """A topology source that names no broker (a discovery group nobody announces on)."""
+
+    name = "silent"
+
+    def start(self, sink: object) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def test_an_empty_pool_says_no_broker_is_known_yet(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock(autojump=True)
+    options = FailoverOptions(
+        warn_after_reconnect_attempts=1, startup_max_reconnect_attempts=2, update_uris_url="x"
+    )
+    conn = FailoverConnection(
+        (),
+        options=options,
+        connector=FakeConnector(clock=clock),
+        clock=clock,
+        topology=[_Silent()],
+        topology_factory=lambda *a, **k: [],
+    )
+    caplog.set_level(logging.WARNING, logger="failover_client")
+    try:
+        with pytest.raises(AllBrokersFailed):
+            conn.connect()
+    finally:
+        conn.close()
+    lines = [m for r in caplog.records if (m := r.getMessage()).startswith("reconnect attempt")]
+    assert lines
+    assert lines[0] == (
+        "reconnect attempt 1 failed: no broker known yet (waiting for a topology source to name "
+        "one)"
+    )

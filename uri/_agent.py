@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ._redact import Pairs, redact_value
 
-__all__ = ["AGENT_SCHEMES", "DiscoveryAgent"]
+__all__ = ["AGENT_SCHEMES", "JGROUPS_REFUSED", "DiscoveryAgent"]
 
 AGENT_SCHEMES: dict[str, str] = {
     # scheme -> what it discovers through (resolution belongs to the topology sources)
@@ -18,6 +18,14 @@ AGENT_SCHEMES: dict[str, str] = {
     "udp": "Artemis UDP discovery group (udp://group:port)",
     "dns": "DNS SRV / A records re-resolved at run time",
 }
+
+JGROUPS_REFUSED = (
+    "jgroups:// is Artemis' JGroups discovery, which only a Java process can join (JGroups is a "
+    "Java library with its own protocol stack, configured by an XML file); listen to the "
+    "cluster's UDP broadcast group with udp://<group-address>:<group-port> (the broadcast-group "
+    "of broker.xml), or list the brokers"
+)
+"""Why a ``jgroups://`` URI (Artemis' JGroups discovery) is refused when it is parsed."""
 
 
 @dataclass(frozen=True)

@@ -221,11 +221,13 @@ def _topology_warnings(uri: FailoverURI) -> list[ExplainRow]:
                 "topology.openwirePort has no effect without topology=openwire",
             )
         )
-    if _given(uri, "topology_scheme_map") and not (o.topology or o.update_uris_url):
+    dynamic = any(a.scheme in ("multicast", "udp") for a in uri.agents)
+    if _given(uri, "topology_scheme_map") and not (o.topology or o.update_uris_url or dynamic):
         out.append(
             _warning(
                 "topology.schemeMap",
-                "topology.schemeMap has no effect without topology=... or updateURIsURL",
+                "topology.schemeMap has no effect without topology=..., updateURIsURL, or a "
+                "discovery agent multicast:// or udp://",
             )
         )
     advertising = [name for name in o.topology if name in ("openwire", "advisory")]

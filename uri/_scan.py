@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from failover_client._errors import URIError
 
 from ._address import SCHEMES
-from ._agent import AGENT_SCHEMES
+from ._agent import AGENT_SCHEMES, JGROUPS_REFUSED
 from ._redact import mask_same_length
 
 __all__ = ["COMPOSITES", "Pair", "RawAgent", "RawComposite", "RawMember", "RawNode", "scan"]
@@ -213,6 +213,8 @@ class _Scanner:
                     f"amqp:// ... in front of host:port",
                     start,
                 )
+            if name == "jgroups":
+                raise self.error(JGROUPS_REFUSED, start)
             known = ", ".join(sorted({*COMPOSITES, *SCHEMES, *AGENT_SCHEMES}))
             raise self.error(f"unknown scheme {name!r} (known: {known})", start)
         return name

@@ -266,8 +266,17 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "udp:// discovery: drop a broker not heard from for this long (ms).",
        applies_to="discovery"),
     _a("discoveryInitialWaitTimeout", (), "non_negative_int", "10000",
-       "udp:// discovery: wait this long for broadcasts before the first connection (ms).",
-       applies_to="discovery"),
+       "udp:// discovery: a first connect with no broker known yet waits this long for the "
+       "first broadcast (ms).",
+       aliases=("initialWaitTimeout",), applies_to="discovery"),
+    _a("localAddress", (), "text", "",
+       "udp:// discovery: IPv4 address of this host's interface to join the group on "
+       "(default: the one the routing table gives the group).",
+       aliases=("localBindAddress",), applies_to="discovery"),
+    _a("localPort", (), "int", "-1",
+       "udp:// discovery: local port of Artemis' sending socket. Recorded only: a listener "
+       "binds the group's port.",
+       aliases=("localBindPort",), applies_to="discovery"),
     # --- Qpid JMS failover provider ------------------------------------------------------------
     _q("initialReconnectDelay", ("initial_reconnect_delay",), "ms", "0",
        "Delay before the first reconnect attempt (ms); 0 tries at once."),

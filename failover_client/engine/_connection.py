@@ -67,6 +67,7 @@ from failover_client.engine._topology import (
     TopologyHub,
     TopologySource,
     UriSourceFactory,
+    first_list_wait,
     uri_sources,
 )
 from failover_client.policies import policy_for_options
@@ -242,6 +243,7 @@ class FailoverConnection(Consuming):
             redirects=self._redirects.take,
             changed=self._topology.changed,
             notice=not wrote_retry_options(options),
+            first_list_wait=first_list_wait(agents),
         )
         self._loop = ReconnectLoop(
             state=self._state,

@@ -102,8 +102,11 @@ class Dialer:
         redirects: Callable[[], BrokerAddress | None] = lambda: None,
         changed: threading.Event | None = None,
         notice: bool = False,
+        first_list_wait: float = 0.0,
     ) -> None:
         self._connector = connector
+        # An Artemis udp:// client waits this long for the first broadcast before it connects.
+        self._first_list_wait = first_list_wait
         self._pool = pool
         self._planner = planner
         self._schedule = schedule
@@ -254,7 +257,7 @@ class Dialer:
 
     def _attempts(self, *, startup: bool, resume: bool) -> Generator[float, None, DialOutcome]:
         started = self._clock.monotonic()
-        yield from self._await_brokers()
+        yield from self._await_brokers(self._first_list_wait if startup else 0.0)
         run = self._start(startup=startup, resume=resume)
         causes: dict[str, BaseException] = {}
         self._causes = causes
@@ -331,12 +334,13 @@ class Dialer:
         if self._changed is not None:
             self._changed.clear()
 
-    def _await_brokers(self) -> Generator[float, None, None]:
+    def _await_brokers(self, longest: float = 0.0) -> Generator[float, None, None]:
         """A pool that is empty (its brokers come from a source): wait for a list, up to one
-        connect timeout, so the schedule does not count attempts against nobody at once."""
+        connect timeout (or ``longest``, if longer), so the schedule does not count attempts
+        against nobody at once."""
         if self._pool.states():
             return
-        deadline = self._clock.monotonic() + self._connect_timeout
+        deadline = self._clock.monotonic() + max(self._connect_timeout, longest)
         while not self._pool.states() and not self._stop.is_set():
             if self._clock.monotonic() >= deadline:
                 return
@@ -351,6 +355,8 @@ class Dialer:
         reasons = shown_list(
             (describe(broker, error) for broker, error in causes.items()), _SHOWN, sep="; "
         )
+        if not causes:  # an empty pool: its brokers come from a source that named none yet
+            reasons = "no broker known yet (waiting for a topology source to name one)"
         self._throttle.log(
             logging.WARNING, reasons, "reconnect attempt %d failed: %s", attempt, reasons
         )

@@ -47,6 +47,7 @@ __all__ = [
     "TopologySink",
     "TopologySource",
     "UriSourceFactory",
+    "first_list_wait",
     "uri_sources",
 ]
 
@@ -354,3 +355,22 @@ def uri_sources(
         )
     built = factory(members, options, agents, login=login, passcode=passcode, clock=clock)
     return tuple(built)
+
+
+DEFAULT_INITIAL_WAIT = 10.0
+"""Seconds an Artemis client waits for the first broadcast (``discoveryInitialWaitTimeout``)."""
+
+
+def first_list_wait(agents: Sequence[DiscoveryAgent]) -> float:
+    """Seconds a first connect with no broker yet waits for a discovered list: the longest
+    ``discoveryInitialWaitTimeout`` (or ``initialWaitTimeout``, ms) of the Artemis ``udp://``
+    agents, 10 s when unset, as the Artemis client waits for the first broadcast; 0 without
+    such an agent (the dialer then waits one connect timeout). The sources checked the values.
+    """
+    waits = [0.0]
+    for agent in agents:
+        if agent.scheme != "udp":
+            continue
+        text = agent.param("discoveryInitialWaitTimeout") or agent.param("initialWaitTimeout")
+        waits.append(int(text) / 1000.0 if text and text.isdigit() else DEFAULT_INITIAL_WAIT)
+    return max(waits)

@@ -17,6 +17,10 @@ entry-point group or :func:`register_topology_source`), never through an import 
 
     # An ActiveMQ Classic network of brokers, from its bridge advisories (OpenWire URLs mapped):
     network = topology_source_factory("advisory")(uri, scheme_map={"tcp": ("stomp", 61613)})
+
+    # Dynamic discovery, as a URI asks for it: discovery:(multicast://default), udp://group:port
+    classic = MulticastSource(scheme_map={"tcp": ("stomp", 61613)})  # 239.255.2.3:6155
+    artemis = ArtemisUdpSource("231.7.7.7", 9876, refresh_timeout=10.0)
 """
 
 from __future__ import annotations
@@ -31,10 +35,23 @@ from ._advisory import (
     map_broker_url,
     parse_advisory,
 )
+from ._artemis_udp import (
+    ArtemisBroadcast,
+    ArtemisConnector,
+    ArtemisUdpSource,
+    parse_artemis_broadcast,
+)
 from ._base import BaseSink, TopologySink, TopologySource
+from ._datagram import Datagrams, MulticastSocket
 from ._dns import ZERO_WEIGHT, DnsAnswer, DnsLookupError, DnsResolve, DnsSource
 from ._file import FileSource, SchemeRewrite, parse_broker_list, read_broker_file
 from ._from_uri import URI_SOURCE_NAME, uri_sources
+from ._multicast import (
+    MulticastAdvert,
+    MulticastSource,
+    encode_multicast_advert,
+    parse_multicast_advert,
+)
 from ._openwire import OpenWireSource
 from ._registry import (
     ENTRY_POINT_GROUP,
@@ -56,13 +73,20 @@ __all__ = [
     "ZERO_WEIGHT",
     "AdvisoryError",
     "AdvisorySource",
+    "ArtemisBroadcast",
+    "ArtemisConnector",
+    "ArtemisUdpSource",
     "BaseSink",
     "Bridge",
+    "Datagrams",
     "DnsAnswer",
     "DnsLookupError",
     "DnsResolve",
     "DnsSource",
     "FileSource",
+    "MulticastAdvert",
+    "MulticastSocket",
+    "MulticastSource",
     "OpenWireSource",
     "SchemeMap",
     "SchemeRewrite",
@@ -72,9 +96,12 @@ __all__ = [
     "TopologySourceFactory",
     "UrlReadError",
     "UrlSource",
+    "encode_multicast_advert",
     "map_broker_url",
     "parse_advisory",
+    "parse_artemis_broadcast",
     "parse_broker_list",
+    "parse_multicast_advert",
     "read_broker_file",
     "register_topology_source",
     "registered_topology_sources",

@@ -6,9 +6,11 @@ Three parts of a URI name sources:
   change unless ``rebalanceUpdateURIs=false``;
 * ``discovery:(agent)`` agents: ``dns://<name>[:port]`` is a :class:`DnsSource` (SRV records
   when the name starts with ``_`` as SRV names do, else A/AAAA records on the agent's port),
-  ``file:<path>`` a :class:`FileSource`; ActiveMQ's multicast and zeroconf agents, its HTTP
-  discovery registry and Artemis' UDP groups are other protocols, refused with a message that
-  says what works instead;
+  ``file:<path>`` a :class:`FileSource`, ``multicast://default`` (ActiveMQ Classic's multicast
+  discovery) a :class:`MulticastSource` and ``udp://group:port`` (an Artemis broadcast group,
+  also written bare) an :class:`ArtemisUdpSource` (see :mod:`._dynamic`); ActiveMQ's zeroconf
+  agent and HTTP discovery registry are other protocols, refused with a message that says
+  what works instead;
 * ``topology=openwire,advisory``: sources that take their settings from the connection itself
   (its members, credentials and clock, plus ``topology.openwirePort`` and
   ``topology.schemeMap``), looked up in the source registry.
@@ -38,6 +40,7 @@ from failover_client.uri import (
 
 from ._base import TopologySource
 from ._dns import DnsSource
+from ._dynamic import multicast_source, udp_source
 from ._file import FileSource, SchemeRewrite
 from ._registry import topology_source_factory
 from ._url import UrlSource
@@ -56,8 +59,9 @@ _OWN_SETTINGS = {
 """Built-in sources that need settings of their own, and where a URI gives them."""
 
 _SUPPORTED = (
-    "failover-client discovers brokers through discovery:(dns://<name>) (SRV, or A/AAAA records "
-    "with a port), discovery:(file:<path>), updateURIsURL=<path or URL>, and "
+    "failover-client discovers brokers through discovery:(multicast://default) (ActiveMQ "
+    "Classic), udp://<group>:<port> (an Artemis broadcast group), discovery:(dns://<name>) (SRV, "
+    "or A/AAAA records with a port), discovery:(file:<path>), updateURIsURL=<path or URL>, and "
     "topology=openwire|advisory"
 )
 
@@ -91,7 +95,7 @@ def uri_sources(
                 name=URI_SOURCE_NAME,
             )
         )
-    sources.extend(_agent_source(agent, members, clock) for agent in agents)
+    sources.extend(_agent_source(agent, members, options, clock) for agent in agents)
     for name in options.topology:
         sources.append(
             _named_source(name, members, options, login=login, passcode=passcode, clock=clock)
@@ -143,8 +147,12 @@ def _named_source(
 
 
 def _agent_source(
-    agent: DiscoveryAgent, members: Sequence[BrokerAddress], clock: Clock
+    agent: DiscoveryAgent, members: Sequence[BrokerAddress], options: FailoverOptions, clock: Clock
 ) -> TopologySource:
+    if agent.scheme == "multicast":
+        return multicast_source(agent, members, options, clock)
+    if agent.scheme == "udp":
+        return udp_source(agent, members, options, clock)
     if agent.scheme == "dns":
         return _dns_source(agent, members, clock)
     if agent.scheme == "file":

@@ -50,6 +50,10 @@ class ActiveMQConfig:
     ssl_port: int | None = None
     extra: Mapping[Connector, int] | None = None
     users: Sequence[BrokerUser] = ()  # empty: no authentication
+    # discoveryUri of one connector ("openwire" or "stomp"): the broker announces that
+    # connector's URL there (multicast://default: ActiveMQ's multicast discovery).
+    discovery_uri: str | None = None
+    discovery_connector: str = "openwire"
 
 
 def _authentication(users: Sequence[BrokerUser]) -> list[str]:
@@ -82,15 +86,23 @@ def _network_login(users: Sequence[BrokerUser]) -> str:
     return f" userName={quoteattr(users[0].name)} password={quoteattr(users[0].password)}"
 
 
-def _connector(name: str, uri: str, flags: bool) -> str:
+def _connector(name: str, uri: str, flags: bool, discovery: str | None = None) -> str:
     extra = f" {_CLUSTER_FLAGS}" if flags else ""
+    if discovery is not None:
+        extra += f" discoveryUri={quoteattr(discovery)}"
     return f"      <transportConnector name={quoteattr(name)} uri={quoteattr(uri)}{extra}/>"
 
 
 def _transport_connectors(cfg: ActiveMQConfig) -> list[str]:
     flags = bool(cfg.network_peers)
-    stomp = _connector("stomp", f"stomp://{cfg.host}:{cfg.stomp_port}", flags)
-    openwire = _connector("openwire", f"tcp://{cfg.host}:{cfg.openwire_port}", flags)
+
+    def discovery(name: str) -> str | None:
+        return cfg.discovery_uri if cfg.discovery_connector == name else None
+
+    stomp = _connector("stomp", f"stomp://{cfg.host}:{cfg.stomp_port}", flags, discovery("stomp"))
+    openwire = _connector(
+        "openwire", f"tcp://{cfg.host}:{cfg.openwire_port}", flags, discovery("openwire")
+    )
     # A broker advertises the FIRST connector that carries the update flags.
     lines = [stomp, openwire] if cfg.advertise == "stomp" else [openwire, stomp]
     if cfg.tls is not None and cfg.ssl_port is not None:
