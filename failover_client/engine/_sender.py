@@ -29,6 +29,7 @@ from failover_client._errors import BrokerRefused, ConnectionFailure, SendReject
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
+from failover_client.engine._dedup import DUPLICATE_ID_HEADER
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Lifecycle, Slot
@@ -87,6 +88,8 @@ class Sender:
             options.source_of("failover_timeout") or "callFailoverTimeout",
         )
         self._message_ids = message_ids
+        # dedup=auto: every send that may be replayed tells Artemis its id (see engine._dedup).
+        self._duplicate_header = DUPLICATE_ID_HEADER if options.dedup == "auto" else None
         self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
 
     def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> SendDeadline:
@@ -117,6 +120,9 @@ class Sender:
         merged = dict(headers or {})
         chosen = message_id or merged.get(MESSAGE_ID_HEADER) or self._message_ids.next()
         merged[MESSAGE_ID_HEADER] = chosen
+        if self._duplicate_header is not None:
+            # An id the application set itself (the Spark sink's, say) is kept.
+            merged.setdefault(self._duplicate_header, chosen)
         return chosen, merged
 
     # --- sending -----------------------------------------------------------------------------
