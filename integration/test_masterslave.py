@@ -63,7 +63,7 @@ class PipelinedProducer(threading.Thread):
             message_id = f"ms-{n}"
             try:
                 future = self.conn.send_async(self.destination, message_id, message_id=message_id)
-            except Exception as exc:  # noqa: BLE001 - reported by finish()
+            except Exception as exc:
                 self.errors.append(exc)
                 return
             future.add_done_callback(lambda f, m=message_id: self._done(f, m))

@@ -17,8 +17,8 @@ Fixtures:
   running cluster for the whole session (fresh destinations per test keep tests apart);
 * ``activemq_cluster`` (3 independent brokers), ``activemq_network`` (3 brokers in a full mesh
   network that advertises ``stomp://``), ``activemq_master_slave`` (a shared-storage pair:
-  ``cluster.master()`` answers, the other waits on the store's lock), ``rabbitmq_cluster`` (2 nodes), ``artemis_cluster``
-  (2 containers; Docker only);
+  ``cluster.master()`` answers, the other waits on the store's lock), ``rabbitmq_cluster``
+  (2 nodes), ``artemis_cluster`` (2 containers; Docker only);
 * ``unique_queue``: ``/queue/<test name>-<random>``;
 * ``broker_pool``: the session's ``ClusterPool`` (for specs the factory does not cover).
 
