@@ -48,8 +48,14 @@ def _vhost(broker: Broker) -> str:
     return f"?vhost={broker.vhost}" if broker.vhost else ""
 
 
-def _sends(conn: FailoverConnection, destination: str, prefix: str, n: int) -> list[Future[None]]:
-    return [conn.send_async(destination, f"{prefix}-{i}") for i in range(n)]
+def _sends(
+    conn: FailoverConnection,
+    destination: str,
+    prefix: str,
+    n: int,
+    headers: dict[str, str] | None = None,
+) -> list[Future[None]]:
+    return [conn.send_async(destination, f"{prefix}-{i}", headers) for i in range(n)]
 
 
 def _replayed_copies(cluster: Cluster, endpoint: str) -> tuple[list[ReceivedMessage], Events]:
@@ -137,7 +143,9 @@ def test_artemis_keeps_one_copy_of_a_replayed_message(artemis_cluster: Cluster) 
         uri = proxied_failover_uri([proxy], OPTIONS)
         with FailoverConnection(uri, listeners=[events], **credentials(artemis_cluster)) as conn:
             proxy.one_way(TO_CLIENT)  # the broker stores them; its receipts vanish
-            stranded = _sends(conn, destination, "stranded", STRANDED)
+            # Artemis makes an address it auto-creates MULTICAST unless told otherwise.
+            anycast = {"destination-type": "ANYCAST"}
+            stranded = _sends(conn, destination, "stranded", STRANDED, anycast)
             mark = events.mark()
             proxy.heal()
             proxy.reset()  # cut the connection: it comes back to the same broker and replays
