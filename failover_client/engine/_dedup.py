@@ -69,7 +69,12 @@ class _HasHeaders(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
+class _Delivered(_HasHeaders, Protocol):
+    def ack(self) -> None: ...
+
+
 M = TypeVar("M", bound=_HasHeaders)
+D = TypeVar("D", bound=_Delivered)
 
 
 def _message_key(message: _HasHeaders) -> str | None:
@@ -94,7 +99,7 @@ class Deduplicator:
     that raises leaves the id unseen, so the broker's redelivery is handled again), or the
     iterator was asked for the next message. A message without the header (a sender that is
     not a failover connection) always passes. Wrapped handlers acknowledge a dropped copy
-    (``message.ack()``, when it has one), so it does not stay in the subscription's prefetch.
+    (``message.ack()``), so it does not stay in the subscription's prefetch.
 
     Memory is bounded: at most ``window`` ids are kept, the oldest forgotten first; each costs
     about 70 bytes of bookkeeping plus its string (49 bytes and its length), so 10,000 ids of
@@ -139,14 +144,12 @@ class Deduplicator:
             while len(self._seen) > self.window:
                 self._seen.popitem(last=False)
 
-    def __call__(self, handler: Callable[[M], object]) -> Callable[[M], None]:
+    def __call__(self, handler: Callable[[D], object]) -> Callable[[D], None]:
         """``handler`` wrapped: a copy of a handled message is acknowledged and skipped."""
 
-        def deduplicated(message: M) -> None:
+        def deduplicated(message: D) -> None:
             if self.seen(message):
-                ack = getattr(message, "ack", None)  # a harness or raw message has none
-                if callable(ack):
-                    ack()
+                message.ack()
                 return
             handler(message)
             self.handled(message)
