@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks._common import log
 from benchmarks._rebalance_fleet import Snapshot
 
-__all__ = ["JavaFleet", "JavaUnavailable", "client_classpath", "compile_clients"]
+__all__ = ["JavaFleet", "JavaUnavailable", "client_classpath", "compile_clients", "java_tool"]
 
 SOURCE = Path(__file__).resolve().parent / "java" / "RebalanceClients.java"
 MAIN_CLASS = "RebalanceClients"
@@ -62,6 +62,11 @@ def _tool(name: str) -> str:
     return found
 
 
+def java_tool(name: str) -> str:
+    """The path of the JDK tool ``name`` (``java``, ``javac``); JavaUnavailable without it."""
+    return _tool(name)
+
+
 def _find(jar: str) -> Path | None:
     for directory in JAR_DIRS:
         if (directory / jar).is_file():
@@ -84,21 +89,21 @@ def client_classpath() -> list[Path]:
     return jars + ([log_jar] if log_jar is not None else [])
 
 
-def compile_clients(workdir: Path) -> Path:
-    """Compile the Java program into ``workdir/classes``; returns that directory."""
+def compile_clients(workdir: Path, source: Path = SOURCE) -> Path:
+    """Compile the Java program ``source`` into ``workdir/classes``; returns that directory."""
     javac = _tool("javac")
     classes = workdir / "classes"
     classes.mkdir(parents=True, exist_ok=True)
     classpath = os.pathsep.join(str(p) for p in client_classpath())
     done = subprocess.run(
-        [javac, "-nowarn", "-d", str(classes), "-cp", classpath, str(SOURCE)],
+        [javac, "-nowarn", "-d", str(classes), "-cp", classpath, str(source)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     if done.returncode != 0:
-        raise JavaUnavailable(f"javac failed on {SOURCE.name}:\n{done.stderr.strip()}")
+        raise JavaUnavailable(f"javac failed on {source.name}:\n{done.stderr.strip()}")
     return classes
 
 

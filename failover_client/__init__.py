@@ -43,6 +43,7 @@ from failover_client._events import (
     Disconnected,
     DrainFinished,
     DrainStarted,
+    DuplicatesPossible,
     Event,
     FailedOver,
     GaveUp,
@@ -66,6 +67,7 @@ from failover_client._events import (
 )
 from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverTarget
 from failover_client.engine._connection import FailoverConnection as _EngineConnection
+from failover_client.engine._dedup import Deduplicator
 from failover_client.engine._health import Health, SubscriptionHealth
 from failover_client.engine._pool import BrokerPool, BrokerState, TopologyDelta
 from failover_client.engine._schedule import ReconnectSchedule, ScheduleRun
@@ -103,9 +105,11 @@ __all__ = [
     "ConnectionFailure",
     "ConnectorSettings",
     "DataError",
+    "Deduplicator",
     "Disconnected",
     "DrainFinished",
     "DrainStarted",
+    "DuplicatesPossible",
     "Event",
     "FailedOver",
     "FailoverClientError",

@@ -25,6 +25,7 @@ __all__ = [
     "Disconnected",
     "DrainFinished",
     "DrainStarted",
+    "DuplicatesPossible",
     "Event",
     "FailedOver",
     "GaveUp",
@@ -307,6 +308,18 @@ class DrainFinished:
 
 
 @dataclass(frozen=True)
+class DuplicatesPossible:
+    """The broker in use does not drop replayed copies: after a failover a message may arrive
+    twice, each copy carrying the same ``failover-message-id`` (``failover_client.Deduplicator``
+    drops them on the consumer's side). Emitted once, right after the ``Connected`` of the
+    first such broker (again only after a broker that did drop them, Artemis with
+    ``dedup=auto``). ``reason`` says why (the broker's product, or ``dedup=off``)."""
+
+    broker: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Closed:
     """The application closed the connection; the last event a listener receives."""
 
@@ -328,6 +341,7 @@ Event = (
     | ListenerError
     | PoisonQuarantined
     | SubscriptionFailed
+    | DuplicatesPossible
     | StandbyConnected
     | StandbyLost
     | PrefetchExceeded

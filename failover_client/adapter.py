@@ -144,6 +144,14 @@ class Session(Protocol):
     @property
     def address(self) -> BrokerAddress: ...
 
+    @property
+    def product(self) -> str | None:
+        """The broker's own name for its software, from the handshake: STOMP CONNECTED's
+        ``server`` header (``ActiveMQ/5.17.2``), the AMQP open's ``product`` property
+        (``apache-activemq-artemis``); None when it sent none. The engine reads it to know
+        whether the broker drops replayed copies by ``_AMQ_DUPL_ID``."""
+        ...
+
     def send(
         self,
         destination: str,

@@ -16,7 +16,7 @@ def test_send_returns_after_confirmation_with_a_message_id():
         (sent,) = rig.connector.session(A).sent
         assert sent.destination == "/queue/q"
         assert sent.body == "héllo".encode()
-        assert sent.headers == {"k": "v", "failover-message-id": "c-1"}
+        assert sent.headers == {"k": "v", "failover-message-id": "c-1", "_AMQ_DUPL_ID": "c-1"}
         assert rig.conn.stats()["confirmed"] == 1
 
 

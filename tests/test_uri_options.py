@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from failover_client.uri import (
@@ -70,7 +71,7 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "clientFailureCheckPeriod": ("5000", {"heartbeat": (5000, 5000)}),
     "connectionTTL": ("120000", {}),
     "callTimeout": ("1500", {"timeout": 1.5}),
-    "callFailoverTimeout": ("5000", {}),
+    "callFailoverTimeout": ("5000", {"failover_timeout": 5.0}),
     "confirmationWindowSize": ("1048576", {}),
     "refreshTimeout": ("5000", {}),
     "discoveryInitialWaitTimeout": ("2000", {}),
@@ -105,6 +106,7 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "confirmWindow": ("64", {"confirm_window": 64}),
     "maxFrameSize": ("1048576", {"max_frame_size": 1_048_576}),
     "confirmMode": ("Transaction", {"confirm_mode": "transaction"}),
+    "dedup": ("off", {"dedup": "off"}),
     "policy": ("rendezvous", {"policy": "rendezvous"}),
     "clientId": ("worker-7", {"client_id": "worker-7"}),
     "rebalance": ("true", {"rebalance": True}),
@@ -200,6 +202,7 @@ BAD: dict[str, str] = {
     "confirmWindow": "0",
     "maxFrameSize": "0",
     "confirmMode": "batch",
+    "dedup": "sometimes",
     "policy": "my.module:Policy",
     "clientId": "",
     "rebalance": "sometimes",
@@ -464,3 +467,20 @@ def test_built_in_policy_names_agree_with_the_policy_registry():
     for alias, name in POLICY_ALIASES.items():
         uri = parse(f"(tcp://a:61616)?connectionLoadBalancingPolicyClassName={alias}")
         assert uri.options.policy == name
+
+
+def test_call_failover_timeout_defaults_to_artemis_30_s_and_minus_one_is_forever():
+    assert parse("(tcp://a:61616)").options.failover_timeout == 30.0
+    assert parse("(tcp://a:61616)?callFailoverTimeout=-1").options.failover_timeout == math.inf
+    assert parse("(tcp://a:61616)?callFailoverTimeout=0").options.failover_timeout == 0.0
+    # Classic and Qpid JMS have no such bound: timeout covers the whole call there.
+    assert parse("failover:(tcp://a:61616)").options.failover_timeout is None
+
+
+def test_call_failover_timeout_round_trips_forever_as_minus_one():
+    text = "(tcp://a:61616)?callFailoverTimeout=-1"
+    assert str(parse(text)) == text
+
+
+def test_dedup_defaults_to_auto():
+    assert parse("failover:(stomp://a:61613)").options.dedup == "auto"

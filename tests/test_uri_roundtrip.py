@@ -68,7 +68,7 @@ def _value_strategy(spec: OptionSpec) -> st.SearchStrategy[str]:
         # A zero connect deadline would fail every connect, so options validation refuses it.
         lowest = 1 if "connect_timeout" in spec.fields else 0
         return st.integers(lowest, 10**7).map(str)
-    if kind in ("timeout_ms", "check_period", "count"):
+    if kind in ("timeout_ms", "failover_timeout_ms", "check_period", "count"):
         return st.integers(-1, 10**6).map(str)
     if kind == "int":
         return st.integers(-100, 10**6).map(str)
@@ -90,6 +90,8 @@ def _value_strategy(spec: OptionSpec) -> st.SearchStrategy[str]:
         return st.sampled_from(["REPLACE", "ADD", "IGNORE", "replace"])
     if kind == "confirm_mode":
         return st.sampled_from(["auto", "receipt", "transaction", "Transaction"])
+    if kind == "dedup":
+        return st.sampled_from(["auto", "off", "OFF"])
     if kind == "secret":
         return st.text(min_size=1, max_size=8).map(MARK.__add__)
     if kind == "uri_list":

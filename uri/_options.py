@@ -20,6 +20,7 @@ from failover_client._errors import OptionError
 __all__ = [
     "AttemptUnit",
     "ConfirmMode",
+    "Dedup",
     "Dialect",
     "FailoverOptions",
     "SchemeMapEntries",
@@ -36,6 +37,8 @@ ServerListAction = Literal["replace", "add", "ignore"]
 ConfirmMode = Literal["auto", "receipt", "transaction"]
 """How confirmed sends are confirmed: one receipt each, or group commit in transactions."""
 """How a broker-pushed server list merges into the known brokers (seeds are never removed)."""
+Dedup = Literal["auto", "off"]
+"""Whether sends carry Artemis's duplicate-detection header ``_AMQ_DUPL_ID`` (``auto``)."""
 SchemeMapEntries = tuple[tuple[str, str, int | None], ...]
 """``(from scheme, to scheme, port or None)`` entries of ``topology.schemeMap``: how a broker URL
 of another protocol (an advertised OpenWire ``tcp://``) becomes one of the connection's."""
@@ -48,6 +51,7 @@ _CHOICES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dialect", ("classic", "artemis", "qpid")),
     ("server_list_action", ("replace", "add", "ignore")),
     ("confirm_mode", ("auto", "receipt", "transaction")),
+    ("dedup", ("auto", "off")),
 )
 """Fields that take one of a few words (the Literal types above, checked at run time)."""
 
@@ -116,6 +120,15 @@ class FailoverOptions:
     # --- sends ---------------------------------------------------------------------------------
     timeout: float | None = None
     """How long a send may block while disconnected or unconfirmed; None blocks forever."""
+    failover_timeout: float | None = None
+    """Artemis ``callFailoverTimeout``: seconds a send waits for a failover to finish while no
+    broker is connected (``math.inf``: forever), counted from when it began to wait for it;
+    ``timeout`` then bounds only its waits while connected. None: ``timeout`` bounds the whole
+    call, connected or not (ActiveMQ Classic, Qpid JMS)."""
+    dedup: Dedup = "auto"
+    """``auto``: every send that may be replayed carries ``_AMQ_DUPL_ID`` (its message id), so
+    Artemis drops a replayed copy, and a broker without such detection is reported once at
+    connect (``DuplicatesPossible``); ``off``: no such header."""
     confirm_window: int = 1024
     """Outstanding unconfirmed sends per connection before ``send`` waits (their bytes are
     bounded by ``max_cache_size`` as well)."""
@@ -208,10 +221,7 @@ class FailoverOptions:
                 f"reconnect_jitter must be between 0 and 1, got {self.reconnect_jitter}",
                 option="reconnect_jitter",
             )
-        if self.timeout is not None:
-            _non_negative("timeout", self.timeout)
-        if self.confirm_window < 1:
-            raise OptionError("confirm_window must be >= 1", option="confirm_window")
+        self._check_sends()
         self._check_consumer()
         if self.backup_pool_size < 0:
             raise OptionError("backup_pool_size must be >= 0", option="backup_pool_size")
@@ -220,8 +230,6 @@ class FailoverOptions:
                 f"max_frame_size must be >= 1 byte, got {self.max_frame_size}",
                 option="max_frame_size",
             )
-        if self.max_cache_size < 0:
-            raise OptionError("max_cache_size must be >= 0", option="max_cache_size")
         if any(h < 0 for h in self.heartbeat) or len(self.heartbeat) != 2:
             raise OptionError(
                 "heartbeat must be two non-negative millisecond values", option="heartbeat"
@@ -233,6 +241,16 @@ class FailoverOptions:
                 raise OptionError(
                     f"{name} must be one of {', '.join(allowed)}; got {value!r}", option=name
                 )
+
+    def _check_sends(self) -> None:
+        for name in ("timeout", "failover_timeout"):
+            value = getattr(self, name)
+            if value is not None:
+                _non_negative(name, value)
+        if self.confirm_window < 1:
+            raise OptionError("confirm_window must be >= 1", option="confirm_window")
+        if self.max_cache_size < 0:
+            raise OptionError("max_cache_size must be >= 0", option="max_cache_size")
 
     def _check_topology(self) -> None:
         for name in self.topology:

@@ -48,6 +48,8 @@ ValueKind = Literal[
     "policy",
     "server_list_action",
     "confirm_mode",
+    "dedup",
+    "failover_timeout_ms",
     "text",
     "secret",
     "uri_list",
@@ -256,9 +258,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
     _a("callTimeout", ("timeout",), "timeout_ms", "30000",
        "How long a blocking call (a confirmed send) waits (ms); mapped onto timeout; -1 "
        "blocks forever."),
-    _a("callFailoverTimeout", (), "timeout_ms", "-1",
-       "How long a blocking call waits while failing over (ms). Recorded only: failover-client "
-       "applies callTimeout/timeout in both cases."),
+    _a("callFailoverTimeout", ("failover_timeout",), "failover_timeout_ms", "30000",
+       "How long a blocking call (a send) waits for a failover to finish while no broker is "
+       "connected (ms), counted from when it began to wait for it; callTimeout then bounds only "
+       "the waits while connected. -1 waits forever."),
     _a("confirmationWindowSize", (), "int", "-1",
        "Bytes of sent commands buffered for session re-attachment. Recorded only: "
        "failover-client confirms every send instead (see confirmWindow)."),
@@ -319,6 +322,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "receipt: one receipt per send; transaction: sends written together share one "
        "transaction and its COMMIT receipt (group commit); auto: group commit on ActiveMQ "
        "Classic 5.14+, receipts elsewhere."),
+    _f("dedup", ("dedup",), "dedup", "auto",
+       "auto: every send that may be replayed carries _AMQ_DUPL_ID = its failover-message-id, "
+       "so Artemis drops a replayed copy; on other brokers a DuplicatesPossible event at "
+       "connect. off: no _AMQ_DUPL_ID header."),
     _f("policy", ("policy",), "policy", "",
        "Registered broker-selection policy name; empty: from randomize (shuffle or "
        "first-element)."),

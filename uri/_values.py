@@ -68,6 +68,14 @@ def _timeout_ms(text: str) -> float | None:
     return None if value <= 0 else value / 1000.0
 
 
+def _failover_timeout_ms(text: str) -> float:
+    value = _int(text)
+    if value < -1:
+        raise BadValue(f"expected -1 (forever) or milliseconds >= 0, got {text!r}")
+    # Artemis: -1 waits for the failover forever; 0 does not wait for it at all.
+    return math.inf if value == -1 else value / 1000.0
+
+
 def _count(text: str) -> int:
     value = _int(text)
     if value < -1:
@@ -200,6 +208,7 @@ _CONVERTERS: dict[str, Callable[[str], object]] = {
     "bool": _bool,
     "ms": _ms,
     "timeout_ms": _timeout_ms,
+    "failover_timeout_ms": _failover_timeout_ms,
     "count": _count,
     "int": _int,
     "non_negative_int": _at_least(0),
@@ -210,6 +219,7 @@ _CONVERTERS: dict[str, Callable[[str], object]] = {
     "check_period": _check_period,
     "server_list_action": _one_of(_ACTIONS, upper=True),
     "confirm_mode": _one_of(("auto", "receipt", "transaction")),
+    "dedup": _one_of(("auto", "off")),
     "text": _text,
     "secret": _text,
     "source_names": _source_names,
@@ -252,7 +262,9 @@ def render(spec: OptionSpec, value: object) -> str:  # noqa: PLR0911
         return "-1" if kind == "timeout_ms" else ""
     if kind == "bool":
         return "true" if value else "false"
-    if kind in ("ms", "timeout_ms") and isinstance(value, float):
+    if kind == "failover_timeout_ms" and value == math.inf:
+        return "-1"
+    if kind in ("ms", "timeout_ms", "failover_timeout_ms") and isinstance(value, float):
         return str(round(value * 1000))
     if kind == "heartbeat" and isinstance(value, tuple):
         return f"{value[0]},{value[1]}"

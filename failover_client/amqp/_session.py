@@ -92,6 +92,12 @@ class AmqpSession:
         return self._state.address
 
     @property
+    def product(self) -> str | None:
+        """The open frame's ``product`` property (e.g. ``apache-activemq-artemis``), if any."""
+        product = self._events.remote_properties.get("product")
+        return None if product is None else str(product)
+
+    @property
     def is_open(self) -> bool:
         return self._state.is_open
 

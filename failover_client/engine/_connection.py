@@ -355,8 +355,9 @@ class FailoverConnection(Consuming):
     ) -> None:
         """Send one message and return once the broker confirmed it.
 
-        ``timeout`` (default ``options.timeout``; None waits forever) bounds the whole call:
-        waiting to be connected, for room in the window, and for the confirmation. Raises
+        ``timeout`` (None waits forever) bounds the whole call: the waits to be connected, for
+        room and for the confirmation (default: ``options.timeout``; with ``failover_timeout``
+        set, Artemis's callFailoverTimeout, that bounds the waits while failing over). Raises
         :class:`SendTimeout` (the message may still arrive later, and is no longer re-sent),
         :class:`SendRejected`, :class:`NotConnected` (before :meth:`connect`),
         :class:`AllBrokersFailed` (the reconnect loop gave up) or :class:`ConnectionClosed`

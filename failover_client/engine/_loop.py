@@ -55,6 +55,7 @@ from failover_client.engine._decide import (
     View,
     decide,
 )
+from failover_client.engine._dedup import DuplicateNotice
 from failover_client.engine._dial import (
     Dialer,
     DialOutcome,
@@ -147,6 +148,7 @@ class ReconnectLoop:
             ack_handled=ack_handled,
         )
         self._probe_struck: set[str] = set()
+        self._duplicates = DuplicateNotice(options)
         self.first_outcome = threading.Event()
         """Set once the first connection succeeded or the loop gave up / was closed."""
         self.on_clock = threading.Event()
@@ -268,12 +270,19 @@ class ReconnectLoop:
 
     def _announce(self, outcome: DialOutcome, previous: Slot | None, lost_at: float) -> None:
         slot = outcome.slot
-        self._emit(Connected(slot.broker, outcome.attempt, outcome.elapsed))
+        self._connected(slot, outcome.attempt, outcome.elapsed)
         if previous is not None:
             with self._state.cond:
                 self._state.stats.failovers += 1
             self._emit(FailedOver(previous.broker, slot.broker, self._clock.monotonic() - lost_at))
         _log.info("connected to %s", slot.broker)
+
+    def _connected(self, slot: Slot, attempt: int, elapsed: float) -> None:
+        self._emit(Connected(slot.broker, attempt, elapsed))
+        product = slot.session.product if slot.session is not None else None
+        notice = self._duplicates.connected(slot.broker, product)
+        if notice is not None:
+            self._emit(notice)
 
     def _serve(self, slot: Slot) -> Slot:
         """Watch ``slot`` until it is lost (returns the lost slot); background work meanwhile."""
@@ -406,7 +415,7 @@ class ReconnectLoop:
                 return old
             state.retire(old)
             return new
-        self._emit(Connected(new.broker, 1, 0.0))
+        self._connected(new, 1, 0.0)
         if rebalance:
             self._emit(Rebalanced(old.broker, new.broker))
             _log.info("rebalanced: moved from %s to %s", old.broker, new.broker)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +28,8 @@ from failover_client._clock import Clock
 from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
+from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
+from failover_client.engine._dedup import DUPLICATE_ID_HEADER
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Lifecycle, Slot
@@ -75,11 +77,26 @@ class Sender:
         self._counters = SendCounters()
         # Infinity becomes None (forever); a NaN, which FailoverOptions lets through, is refused.
         self._timeout = check_timeout(options.timeout, name="options.timeout")
+        # Artemis callFailoverTimeout: the waits while failing over get a bound of their own.
+        self._failover_timeout: float | Unset | None = (
+            UNSET
+            if options.failover_timeout is None
+            else check_timeout(options.failover_timeout, name="options.failover_timeout")
+        )
+        self._spellings = (
+            options.source_of("timeout") or "callTimeout",
+            options.source_of("failover_timeout") or "callFailoverTimeout",
+        )
         self._message_ids = message_ids
+        # dedup=auto: every send that may be replayed tells Artemis its id (see engine._dedup).
+        self._duplicate_header = DUPLICATE_ID_HEADER if options.dedup == "auto" else None
         self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
 
-    def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> float | None:
+    def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> SendDeadline:
         """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout).
+
+        With UNSET and ``options.failover_timeout`` set, a :class:`PhasedBudget` instead: the
+        options' timeout bounds the waits while connected, failover_timeout those while not.
 
         Raises ConfigurationError for a negative, NaN or non-numeric ``timeout``, and for 0
         when ``confirmed`` (the call would wait for a confirmation): 0 means "do not wait", and
@@ -87,6 +104,8 @@ class Sender:
         already written. Infinity means forever.
         """
         if timeout is UNSET:
+            if not isinstance(self._failover_timeout, Unset):
+                return PhasedBudget(self._timeout, self._failover_timeout, *self._spellings)
             seconds = self._timeout  # validated when the connection was built
         else:
             seconds = check_timeout(timeout)
@@ -101,6 +120,9 @@ class Sender:
         merged = dict(headers or {})
         chosen = message_id or merged.get(MESSAGE_ID_HEADER) or self._message_ids.next()
         merged[MESSAGE_ID_HEADER] = chosen
+        if self._duplicate_header is not None:
+            # An id the application set itself (the Spark sink's, say) is kept.
+            merged.setdefault(self._duplicate_header, chosen)
         return chosen, merged
 
     # --- sending -----------------------------------------------------------------------------
@@ -113,7 +135,7 @@ class Sender:
         *,
         message_id: str | None,
         kind: Literal["confirmed", "tracked", "untracked"],
-        deadline: float | None,
+        deadline: SendDeadline,
     ) -> OutboundMessage | None:
         """Wait until connected (and, for confirmed sends, until the window has room); write.
 
@@ -168,7 +190,7 @@ class Sender:
         size: int,
         kind: str,
         message_id: str | None,
-        deadline: float | None,
+        deadline: SendDeadline,
     ) -> Slot:
         """Wait (lock held) until a send can go out; the slot to write to, or raise."""
         life = self._life
@@ -182,17 +204,32 @@ class Sender:
                 return False
             return kind != "confirmed" or outbox.has_room(size)
 
-        if not self._cond.wait_until(ready, deadline):
+        if not self._wait(ready, deadline):
             reason = (
                 outbox.why_full(size)
                 if life.connected_slot() is not None
                 else f"not connected ({life.phase()})"
             )
+            if isinstance(deadline, PhasedBudget):
+                reason += f"; {deadline.exceeded()}"
             raise SendTimeout(f"send to {destination} timed out: {reason}", message_id=message_id)
         life.raise_unusable()
         slot = life.connected_slot()
         assert slot is not None  # ready, and not over: connected
         return slot
+
+    def _wait(self, ready: Callable[[], bool], deadline: SendDeadline) -> bool:
+        """Wait (lock held) until ``ready()``; False once ``deadline`` (or its phase's) passed."""
+        if isinstance(deadline, PhasedBudget):
+            life = self._life
+            return wait_phased(
+                self._cond,
+                self._clock,
+                ready,
+                lambda: life.connected_slot() is not None,
+                deadline,
+            )
+        return self._cond.wait_until(ready, deadline)
 
     def _write_untracked(
         self, slot: Slot, destination: str, body: bytes, headers: Mapping[str, str]
@@ -254,14 +291,18 @@ class Sender:
             else:
                 message.future.set_exception(error)
 
-    def wait_confirmed(self, message: OutboundMessage, deadline: float | None) -> None:
+    def wait_confirmed(self, message: OutboundMessage, deadline: SendDeadline) -> None:
         """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``."""
         future = message.future
         assert future is not None
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
-        remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-        if not self._clock.wait(done, remaining):
+        if isinstance(deadline, PhasedBudget):
+            confirmed = self._wait_phased_confirmation(message, deadline)
+        else:
+            done = threading.Event()
+            future.add_done_callback(lambda _: done.set())
+            remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
+            confirmed = self._clock.wait(done, remaining)
+        if not confirmed:
             with self._cond:
                 abandoned = self._outbox.settle(message)
                 if abandoned:
@@ -269,21 +310,33 @@ class Sender:
             if abandoned:
                 # The caller gets the error, so the message is no longer replayed; it may
                 # still reach the broker (a retry by the caller can duplicate it).
+                bound = f" ({deadline.exceeded()})" if isinstance(deadline, PhasedBudget) else ""
                 error = SendTimeout(
-                    f"send to {message.destination} not confirmed in time (it was written, so "
-                    "the broker may still store it)",
+                    f"send to {message.destination} not confirmed in time{bound} (it was "
+                    "written, so the broker may still store it)",
                     message_id=message.message_id,
                 )
                 future.set_exception(error)
                 raise error
         future.result()
 
-    def flush(self, deadline: float | None) -> None:
+    def _wait_phased_confirmation(self, message: OutboundMessage, budget: PhasedBudget) -> bool:
+        """Wait for ``message``'s outcome under ``budget``; False when a phase's bound ran out."""
+        life = self._life
+        with self._cond:
+            settled = self._wait(lambda: message.done or life.is_over(), budget)
+        if settled and message.future is not None:
+            # The outcome is set right after the outbox entry was settled (the confirming
+            # thread released the lock for it), or by close() / give-up failing every future.
+            message.future.exception()
+        return settled
+
+    def flush(self, deadline: SendDeadline) -> None:
         """Wait until every outstanding confirmation arrived."""
         life = self._life
         outbox = self._outbox
         with self._cond:
-            done = self._cond.wait_until(lambda: len(outbox) == 0 or life.is_over(), deadline)
+            done = self._wait(lambda: len(outbox) == 0 or life.is_over(), deadline)
             life.raise_unusable()
             if not done:
                 raise SendTimeout(f"{len(outbox)} confirmation(s) still outstanding")

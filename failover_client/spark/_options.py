@@ -22,6 +22,7 @@ from typing import Literal
 
 from failover_client import URIError
 from failover_client._errors import SparkOptionError
+from failover_client.engine._dedup import DUPLICATE_ID_HEADER
 from failover_client.uri import parse
 
 __all__ = [
@@ -40,8 +41,9 @@ __all__ = [
 Role = Literal["sink", "source"]
 DuplicateDetection = Literal["none", "artemis"]
 
-ARTEMIS_DUPLICATE_HEADER = "_AMQ_DUPL_ID"
-"""The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it)."""
+ARTEMIS_DUPLICATE_HEADER = DUPLICATE_ID_HEADER
+"""The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it).
+A connection with ``dedup=auto`` (the URI default) sets it on every send already."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "duplicateDetection",
         _SINK,
         "none or artemis",
-        f"artemis: also put the id in {ARTEMIS_DUPLICATE_HEADER} (default none)",
+        f"artemis: also put the id in {ARTEMIS_DUPLICATE_HEADER}, even under the URI's "
+        "dedup=off (dedup=auto, the URI default, puts it there already) (default none)",
     ),
     _info(
         "commitMarkers",

@@ -114,6 +114,11 @@ class StompSession:
         return self._state.address
 
     @property
+    def product(self) -> str | None:
+        """The CONNECTED frame's ``server`` header (e.g. ``ActiveMQ/5.17.2``), if any."""
+        return (self._state.connected_headers or {}).get("server")
+
+    @property
     def version(self) -> str:
         """The STOMP version the broker chose (``1.1`` or ``1.2``)."""
         return self._state.version

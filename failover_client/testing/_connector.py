@@ -22,7 +22,7 @@ that waits for a reconnect delay nobody advances raises ``ClockStalled`` instead
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn
 
@@ -85,7 +85,11 @@ class FakeConnector:
         refused_destinations: Iterable[str] = (),
         settings: ConnectorSettings | None = None,
         flow_control: bool = True,
+        products: Mapping[str, str] | None = None,
     ) -> None:
+        self.products: dict[str, str] = dict(products or {})
+        """What each broker (``host:port``) calls itself in its handshake (``Session.product``;
+        e.g. ``ActiveMQ-Artemis/2.31.2``); a broker not named here sends no name."""
         self.flow_control = flow_control
         """Sessions keep each subscription's prefetch window (False: a broker that ignores it)."""
         self.settings = settings if settings is not None else ConnectorSettings()
@@ -164,6 +168,7 @@ class FakeConnector:
             notify=self._notify,
             refused_destinations=self.refused_destinations,
             flow_control=self.flow_control,
+            product=self.products.get(address.key),
         )
         with self._lock:
             self.sessions.append(session)

@@ -80,8 +80,10 @@ class FakeSession:
         notify: Callable[[], None] | None = None,
         refused_destinations: frozenset[str] = frozenset(),
         flow_control: bool = True,
+        product: str | None = None,
     ) -> None:
         self._address = address
+        self._product = product
         self.flow_control = flow_control
         self.listener = listener
         self.auto_confirm = auto_confirm
@@ -113,6 +115,10 @@ class FakeSession:
     @property
     def address(self) -> BrokerAddress:
         return self._address
+
+    @property
+    def product(self) -> str | None:
+        return self._product
 
     # --- the Session protocol (called by the manager) ---------------------------------------
 

@@ -16,8 +16,9 @@ Fixtures:
 * ``broker_cluster(kind, size=..., **spec)`` -> ``Cluster``: a factory; equal specs share one
   running cluster for the whole session (fresh destinations per test keep tests apart);
 * ``activemq_cluster`` (3 independent brokers), ``activemq_network`` (3 brokers in a full mesh
-  network that advertises ``stomp://``), ``rabbitmq_cluster`` (2 nodes), ``artemis_cluster``
-  (2 containers; Docker only);
+  network that advertises ``stomp://``), ``activemq_master_slave`` (a shared-storage pair:
+  ``cluster.master()`` answers, the other waits on the store's lock), ``rabbitmq_cluster``
+  (2 nodes), ``artemis_cluster`` (2 containers; Docker only);
 * ``unique_queue``: ``/queue/<test name>-<random>``;
 * ``broker_pool``: the session's ``ClusterPool`` (for specs the factory does not cover).
 
@@ -45,10 +46,12 @@ from failover_client.testing.brokers import (
     Cluster,
     ClusterPool,
     ClusterSpec,
+    SharedStoreCluster,
 )
 
 __all__ = [
     "activemq_cluster",
+    "activemq_master_slave",
     "activemq_network",
     "artemis_cluster",
     "broker_cluster",
@@ -115,6 +118,15 @@ def activemq_cluster(broker_cluster: Callable[..., Cluster]) -> Cluster:
 def activemq_network(broker_cluster: Callable[..., Cluster]) -> Cluster:
     """Three ActiveMQ brokers in a full-mesh network of brokers, advertising stomp:// URIs."""
     return broker_cluster(BrokerKind.ACTIVEMQ, 3, network=True, advertise="stomp")
+
+
+@pytest.fixture
+def activemq_master_slave(broker_cluster: Callable[..., Cluster]) -> SharedStoreCluster:
+    """Two ActiveMQ brokers on one KahaDB directory: the master answers, the slave waits on
+    the store's lock (its ports refuse) until the master dies."""
+    cluster = broker_cluster(BrokerKind.ACTIVEMQ, 2, shared_store=True)
+    assert isinstance(cluster, SharedStoreCluster)
+    return cluster
 
 
 @pytest.fixture

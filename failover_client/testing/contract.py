@@ -226,6 +226,8 @@ class AdapterContract(ConfigurationContract, FlowControlContract):
         session = self._connect(target, listener)
         try:
             assert session.address == target.address
+            # The broker's name from the handshake, or None: never an empty string.
+            assert session.product is None or (isinstance(session.product, str) and session.product)
             self._send(target, session, listener, 0)
             assert listener.wait_for(lambda: 0 in listener.confirmations, target.safety)
             assert listener.confirmations == {0: [None]}

@@ -73,6 +73,7 @@ from ._ports import allocate_ports
 from ._process import kill_all
 from ._proxy import TO_BROKER, TO_CLIENT, Direction, FaultProxy, proxied_failover_uri
 from ._readiness import amqp_open, stomp_connected, tcp_accepts
+from ._shared_store import SharedStoreCluster
 from ._stomp_client import StompClient
 from ._tls import broker_tls, fresh_ca_and_broker_tls
 
@@ -108,6 +109,7 @@ __all__ = [
     "PeerOutcome",
     "PortTakenError",
     "ReceivedMessage",
+    "SharedStoreCluster",
     "StompClient",
     "TlsOptions",
     "allocate_ports",

@@ -23,6 +23,7 @@ from ._local import LocalBroker
 from ._model import BrokerKind, ClusterSpec, Endpoint
 from ._ports import allocate_ports
 from ._readiness import stomp_connected, tcp_accepts
+from ._shared_store import SharedStoreCluster
 
 __all__ = [
     "ACTIVEMQ_HOME",
@@ -211,7 +212,10 @@ def build_activemq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
             ssl_port=ssl_port,
             extra=extra,
             users=spec.users,
+            shared_store=str(root / "shared-kahadb") if spec.shared_store else None,
         )
         jvm = spec.jvm_options or FAST_JVM_OPTIONS
         brokers.append(LocalActiveMQ(name, root / name, config, endpoints, jvm))
+    if spec.shared_store:
+        return SharedStoreCluster(spec, brokers, backend="local")
     return Cluster(spec, brokers, backend="local")

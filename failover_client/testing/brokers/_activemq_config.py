@@ -12,7 +12,7 @@ from xml.sax.saxutils import quoteattr
 
 from ._model import BrokerUser, Connector, TlsOptions
 
-__all__ = ["LOG4J_PROPERTIES", "ActiveMQConfig", "render_broker_xml"]
+__all__ = ["LOCK_ACQUIRE_SLEEP_MS", "LOG4J_PROPERTIES", "ActiveMQConfig", "render_broker_xml"]
 
 # The network flags that make a broker tell clients about its peers (see BROKERS.md).
 _CLUSTER_FLAGS = (
@@ -54,6 +54,10 @@ class ActiveMQConfig:
     # connector's URL there (multicast://default: ActiveMQ's multicast discovery).
     discovery_uri: str | None = None
     discovery_connector: str = "openwire"
+    shared_store: str | None = None
+    """A KahaDB directory this broker shares with others (shared-storage master/slave): the
+    one holding its lock is the master; the others wait on the lock with their connectors
+    stopped. None: the broker's own ``<data_dir>/kahadb``."""
 
 
 def _authentication(users: Sequence[BrokerUser]) -> list[str]:
@@ -131,6 +135,24 @@ def _ssl_context(tls: TlsOptions) -> list[str]:
     return ["    <sslContext>", f"      <sslContext {' '.join(attrs)}/>", "    </sslContext>"]
 
 
+# How often a slave tries the shared store's lock. ActiveMQ's default (10 s) would put up to
+# 10 s of waiting between a master's death and the slave's start; 200 ms keeps a takeover
+# close to the slave's own start-up time, which is what the master/slave tests measure.
+LOCK_ACQUIRE_SLEEP_MS = 200
+
+
+def _kahadb(cfg: ActiveMQConfig) -> list[str]:
+    if cfg.shared_store is None:
+        return [f"      <kahaDB directory={quoteattr(cfg.data_dir + '/kahadb')}/>"]
+    return [
+        f"      <kahaDB directory={quoteattr(cfg.shared_store)}>",
+        "        <locker>",
+        f'          <shared-file-locker lockAcquireSleepInterval="{LOCK_ACQUIRE_SLEEP_MS}"/>',
+        "        </locker>",
+        "      </kahaDB>",
+    ]
+
+
 def render_broker_xml(cfg: ActiveMQConfig) -> str:
     """The Spring/xbean file for ``xbean:file:``. Elements are in alphabetical order, which
     every ActiveMQ schema version accepts."""
@@ -156,7 +178,7 @@ def render_broker_xml(cfg: ActiveMQConfig) -> str:
         out.append("    </networkConnectors>")
     out += [
         "    <persistenceAdapter>",
-        f"      <kahaDB directory={quoteattr(cfg.data_dir + '/kahadb')}/>",
+        *_kahadb(cfg),
         "    </persistenceAdapter>",
         # Answers queue-depth questions over STOMP (ActiveMQ.Statistics.Destination.<name>).
         "    <plugins>",

@@ -165,6 +165,11 @@ class ClusterSpec:
     refused), and the harness itself (readiness probe, ``Broker.send`` / ``drain``, network
     bridges) logs in as the first one, which ``Broker.credentials`` then holds. Empty (the
     default) means no authentication at all.
+
+    ``shared_store`` (ActiveMQ only) makes the brokers a shared-storage master/slave group:
+    one KahaDB directory for all, so the first to take its lock is the master and the others
+    wait on the lock, their connectors stopped, until it dies (a
+    :class:`~failover_client.testing.brokers.SharedStoreCluster`).
     """
 
     kind: BrokerKind
@@ -176,6 +181,7 @@ class ClusterSpec:
     label: str = ""
     jvm_options: tuple[str, ...] = field(default=())
     users: tuple[BrokerUser, ...] = ()
+    shared_store: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BrokerKind(self.kind))
@@ -191,8 +197,13 @@ class ClusterSpec:
             )
         if self.tls is not None and self.kind is BrokerKind.ARTEMIS:
             raise ValueError("tls is only supported for ActiveMQ and RabbitMQ, not artemis")
+        if self.shared_store and (self.size < 2 or self.network):
+            raise ValueError(
+                "shared_store: a master/slave pair needs size >= 2 and no network of brokers"
+            )
         if self.kind is not BrokerKind.ACTIVEMQ:
             for name, value in (
+                ("shared_store", self.shared_store),
                 ("network", self.network),
                 ("extra_connectors", self.extra_connectors),
                 ("jvm_options", self.jvm_options),
@@ -210,6 +221,7 @@ class ClusterSpec:
             raise ValueError(f"extra connector names {clash} clash with other connectors")
         if not self.label:
             label = self.kind.value + ("-net" if self.network else "")
+            label += "-shared" if self.shared_store else ""
             object.__setattr__(self, "label", label + ("-auth" if self.users else ""))
 
 

@@ -1,0 +1,173 @@
+"""Duplicates after a replay: which broker drops them, telling the application when none does,
+and dropping them on the consumer's side (:class:`Deduplicator`).
+
+After a failover every unconfirmed send is sent again, so a message the old broker had stored
+but not yet confirmed arrives twice. Artemis can drop the copy itself: it remembers the
+``_AMQ_DUPL_ID`` of the messages it stored (a per-address cache, ``id-cache-size`` 20,000 by
+default) and drops a later message with the same value. It must see the header on the
+*original* too, and the client cannot know in advance on which broker a replay lands, so with
+``dedup=auto`` every send that may be replayed carries it, on every broker (one header; ActiveMQ
+Classic keeps it as a message property, RabbitMQ as an application property, both harmless).
+
+The broker says who it is in its handshake: STOMP CONNECTED's ``server`` header
+(``ActiveMQ-Artemis/2.x ...``), the AMQP open's ``product`` property
+(``apache-activemq-artemis``); :attr:`failover_client.adapter.Session.product` carries it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol, TypeVar
+
+from failover_client._events import DuplicatesPossible
+from failover_client.engine._outbox import MESSAGE_ID_HEADER
+from failover_client.uri import FailoverOptions
+
+__all__ = ["DUPLICATE_ID_HEADER", "Deduplicator", "DuplicateNotice", "drops_duplicates"]
+
+DUPLICATE_ID_HEADER = "_AMQ_DUPL_ID"
+"""Artemis's duplicate-detection property: a message whose value it stored already is dropped."""
+
+_ARTEMIS_PRODUCTS = ("ActiveMQ-Artemis/", "apache-activemq-artemis")
+
+
+def drops_duplicates(product: str | None) -> bool:
+    """Whether a broker that calls itself ``product`` drops copies by ``_AMQ_DUPL_ID``."""
+    return product is not None and product.startswith(_ARTEMIS_PRODUCTS)
+
+
+class DuplicateNotice:
+    """Says once per connection that duplicates are possible (and again only after a broker
+    that dropped them). Used by the reconnect loop's thread only."""
+
+    def __init__(self, options: FailoverOptions) -> None:
+        self._on = options.dedup == "auto"
+        self._said: bool = False
+
+    def connected(self, broker: str, product: str | None) -> DuplicatesPossible | None:
+        """The event to emit for a new session on ``broker``, or None."""
+        if self._on and drops_duplicates(product):
+            self._said = False
+            return None
+        if self._said:
+            return None
+        self._said = True
+        if not self._on:
+            reason = f"dedup=off: sends carry no {DUPLICATE_ID_HEADER}"
+        else:
+            name = product or "the broker (it did not name its product)"
+            reason = f"{name} has no duplicate detection by {DUPLICATE_ID_HEADER}"
+        return DuplicatesPossible(
+            broker, f"{reason}; each copy of a replayed message carries its failover-message-id"
+        )
+
+
+class _HasHeaders(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+class _Delivered(_HasHeaders, Protocol):
+    def ack(self) -> None: ...
+
+
+M = TypeVar("M", bound=_HasHeaders)
+D = TypeVar("D", bound=_Delivered)
+
+
+def _message_key(message: _HasHeaders) -> str | None:
+    headers = message.headers
+    return headers.get(MESSAGE_ID_HEADER) or headers.get(DUPLICATE_ID_HEADER)
+
+
+class Deduplicator:
+    """Drops a message whose ``failover-message-id`` was handled among the last ``window`` ids.
+
+    For brokers that keep a replayed copy (ActiveMQ Classic, RabbitMQ: a
+    :class:`~failover_client.DuplicatesPossible` event says so at connect): after a failover
+    the producer's unconfirmed sends are sent again with the same id, so a consumer may get
+    a message twice. Use it around a handler, or over an iterator::
+
+        dedup = Deduplicator(window=10_000)
+        conn.subscribe("/queue/orders", dedup(handle))  # a copy is acknowledged, not handled
+        for message in dedup.filter(subscription):  # or over a pull subscription
+            ...
+
+    An id counts as seen once its message was *handled*: the handler returned (a handler
+    that raises leaves the id unseen, so the broker's redelivery is handled again), or the
+    iterator was asked for the next message. A message without the header (a sender that is
+    not a failover connection) always passes. Wrapped handlers acknowledge a dropped copy
+    (``message.ack()``), so it does not stay in the subscription's prefetch.
+
+    Memory is bounded: at most ``window`` ids are kept, the oldest forgotten first; each costs
+    about 70 bytes of bookkeeping plus its string (49 bytes and its length), so 10,000 ids of
+    40 characters take about 1.6 MB (measured with tracemalloc). A copy that arrives after
+    ``window`` other messages passes: choose a window larger than the messages that can be
+    in flight during one failover (the producers' ``confirmWindow`` summed, plus the
+    consumers' prefetch). Thread-safe.
+    """
+
+    def __init__(
+        self, window: int = 10_000, *, key: Callable[[_HasHeaders], str | None] = _message_key
+    ) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        self.window = window
+        self._key = key
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.dropped = 0
+        """Copies dropped so far."""
+
+    def seen(self, message: _HasHeaders) -> bool:
+        """Whether ``message``'s id was handled already (counts it as a dropped copy)."""
+        key = self._key(message)
+        if key is None:
+            return False
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                self.dropped += 1
+                return True
+            return False
+
+    def handled(self, message: _HasHeaders) -> None:
+        """Remember ``message``'s id (forgetting the oldest beyond ``window``)."""
+        key = self._key(message)
+        if key is None:
+            return
+        with self._lock:
+            self._seen[key] = None
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.window:
+                self._seen.popitem(last=False)
+
+    def __call__(self, handler: Callable[[D], object]) -> Callable[[D], None]:
+        """``handler`` wrapped: a copy of a handled message is acknowledged and skipped."""
+
+        def deduplicated(message: D) -> None:
+            if self.seen(message):
+                message.ack()
+                return
+            handler(message)
+            self.handled(message)
+
+        return deduplicated
+
+    def filter(self, messages: Iterable[M]) -> Iterator[M]:
+        """The messages of ``messages`` without the copies of ones already handled."""
+        for message in messages:
+            if self.seen(message):
+                continue
+            yield message
+            # Asked for the next one: this one was handled.
+            self.handled(message)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+    def __repr__(self) -> str:
+        return f"<Deduplicator window={self.window} ids={len(self)} dropped={self.dropped}>"
