@@ -16,6 +16,7 @@ def test_factory(broker_cluster):
 
 FIXTURE_NAMES = (
     "activemq_cluster",
+    "activemq_master_slave",
     "activemq_network",
     "artemis_cluster",
     "broker_cluster",

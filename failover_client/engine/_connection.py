@@ -276,11 +276,10 @@ class FailoverConnection(Consuming):
     def connect(self, timeout: float | None = None) -> None:
         """Start the reconnect loop and block until the first broker handshakes.
 
-        ``timeout`` bounds the start-up (None: as long as the start-up schedule allows, which
-        is for ever for a failover URI without retry options). Once it passes, the connection
-        is closed and :class:`AllBrokersFailed` names every broker's last cause. Raises
-        AllBrokersFailed also when the startup schedule gives up,
-        :class:`AuthenticationFailed` / :class:`TLSFailure` when the brokers refuse the
+        ``timeout`` bounds the start-up (None: as long as the start-up schedule allows, for
+        ever for a failover URI without retry options); past it the connection is closed and
+        :class:`AllBrokersFailed` names every broker's last cause, as when the schedule gives
+        up. :class:`AuthenticationFailed` / :class:`TLSFailure` when the brokers refuse the
         credentials or the certificate, :class:`ConnectionClosed` when closed meanwhile.
         Calling it again after success returns at once.
         """

@@ -41,6 +41,7 @@ BACKENDS = ("auto", "local", "docker")
 #: the fixtures :data:`FIXTURES` defines (repeated to keep this import-free; a test compares)
 HARNESS_FIXTURES = (
     "activemq_cluster",
+    "activemq_master_slave",
     "activemq_network",
     "artemis_cluster",
     "broker_cluster",
