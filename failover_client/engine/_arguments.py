@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, get_args
 
 from failover_client._errors import ConfigurationError
+from failover_client._events import Listener, ListenerSet
 from failover_client.adapter import AckMode
 from failover_client.policies import registered_policies
 from failover_client.uri import (
@@ -41,6 +42,7 @@ __all__ = [
     "check_target",
     "check_timeout",
     "check_update",
+    "listener_set",
     "refuse_zero_timeout_for_confirmed_send",
     "resolve_target",
 ]
@@ -136,6 +138,15 @@ def check_callable(name: str, value: object) -> None:
         raise ConfigurationError(
             f"{name} must be callable (a function taking one argument); got {_kind(value)}"
         )
+
+
+def listener_set(listeners: Iterable[Listener]) -> ListenerSet:
+    """The connection's listeners, each checked to be callable before anything starts."""
+    found = ListenerSet()
+    for listener in listeners:
+        check_callable("listener", listener)
+        found.add(listener)
+    return found
 
 
 def check_subscribe(

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
-from failover_client._events import Listener, ListenerSet
+from failover_client._events import Listener
 from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
@@ -37,6 +37,7 @@ from failover_client.engine._arguments import (
     check_construction,
     check_send,
     check_timeout,
+    listener_set,
     resolve_target,
 )
 from failover_client.engine._canary import Canary
@@ -149,10 +150,7 @@ class FailoverConnection(Consuming):
         self._options = options
         self._clock: Clock = clock or SystemClock()
         number = next(_numbers)
-        self._listeners = ListenerSet()
-        for listener in listeners:
-            check_callable("listener", listener)
-            self._listeners.add(listener)
+        self._listeners = listener_set(listeners)
         self._dispatcher = Dispatcher(f"failover-client-dispatch-{number}")
         # The threads get these parts, never a bound method of this facade (see _lifetime).
         emit = Emitter(self._dispatcher, self._listeners)
