@@ -7,8 +7,9 @@ connection over). It works under the connection's one lock, with its rules: sess
 under the slot's ``io_lock`` and outside the lock, futures resolved outside it.
 
 This is the hot path (measured against raw stomp.py): a send that finds the connection up and
-room in the window takes the lock once, allocates only its outbox entry and future, and does not
-build the wait machinery.
+room in the window takes the lock once, allocates only its outbox entry and its outcome (a
+future for ``send_async``, a :class:`~failover_client.engine._latch.Latch` for a blocking
+``send``), and does not build the wait machinery.
 
 Poison sends (a frame the broker answers by ending the session) are found as
 :mod:`~failover_client.engine._poison` says: :meth:`Sender.blame_loss` and :meth:`Sender.probe`.
@@ -17,7 +18,6 @@ Poison sends (a frame the broker answers by ending the session) are found as
 from __future__ import annotations
 
 import enum
-import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from failover_client._clock import Clock
 from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
+from failover_client.engine._latch import Latch
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Lifecycle, Slot
@@ -114,12 +115,15 @@ class Sender:
         message_id: str | None,
         kind: Literal["confirmed", "tracked", "untracked"],
         deadline: float | None,
+        blocking: bool = False,
     ) -> OutboundMessage | None:
         """Wait until connected (and, for confirmed sends, until the window has room); write.
 
-        Returns the outbox entry (None for untracked sends). Raises SendTimeout when
-        ``deadline`` passes first; NotConnected before ``connect()``; AllBrokersFailed once the
-        reconnect loop gave up; ConnectionClosed once the application closed the connection.
+        Returns the outbox entry (None for untracked sends). A confirmed send's outcome is a
+        future, or with ``blocking`` a :class:`Latch` that only :meth:`wait_confirmed` reads.
+        Raises SendTimeout when ``deadline`` passes first; NotConnected before ``connect()``;
+        AllBrokersFailed once the reconnect loop gave up; ConnectionClosed once the
+        application closed the connection.
         """
         if kind == "untracked" and message_id is None:
             # Never re-sent, so never duplicated by us: no id is needed to recognise a replay,
@@ -139,11 +143,14 @@ class Sender:
             if kind == "untracked":
                 message = None
             else:
-                future: Future[None] | None = None
+                future: Future[None] | Latch | None = None
                 if kind == "confirmed":
-                    future = Future()
-                    # A running future cannot be cancelled: its outcome belongs to the broker.
-                    future.set_running_or_notify_cancel()
+                    if blocking:
+                        future = Latch(self._clock)
+                    else:
+                        future = Future()
+                        # A running future cannot be cancelled: its outcome belongs to the broker.
+                        future.set_running_or_notify_cancel()
                 assert chosen_id is not None  # only untracked sends go without an id
                 message = outbox.new(
                     message_id=chosen_id,
@@ -161,6 +168,27 @@ class Sender:
             with slot.io_lock:
                 self._write_locked(slot, message)
         return message
+
+    def send_blocking(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        message_id: str | None,
+        deadline: float | None,
+    ) -> None:
+        """A confirmed send that returns once the broker confirmed it (see :meth:`submit`)."""
+        message = self.submit(
+            destination,
+            body,
+            headers,
+            message_id=message_id,
+            kind="confirmed",
+            deadline=deadline,
+            blocking=True,
+        )
+        assert message is not None
+        self.wait_confirmed(message, deadline)
 
     def _wait_ready(
         self,
@@ -255,13 +283,14 @@ class Sender:
                 message.future.set_exception(error)
 
     def wait_confirmed(self, message: OutboundMessage, deadline: float | None) -> None:
-        """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``."""
-        future = message.future
-        assert future is not None
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
+        """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``.
+
+        ``message`` was submitted ``blocking``: its outcome is a :class:`Latch`.
+        """
+        latch = message.future
+        assert isinstance(latch, Latch)
         remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-        if not self._clock.wait(done, remaining):
+        if not latch.wait(self._clock, remaining):
             with self._cond:
                 abandoned = self._outbox.settle(message)
                 if abandoned:
@@ -274,9 +303,11 @@ class Sender:
                     "the broker may still store it)",
                     message_id=message.message_id,
                 )
-                future.set_exception(error)
+                latch.set_exception(error)
                 raise error
-        future.result()
+            # Settled by another thread meanwhile, which sets the latch right after the lock.
+            latch.wait(self._clock, None)
+        latch.outcome()
 
     def flush(self, deadline: float | None) -> None:
         """Wait until every outstanding confirmation arrived."""
