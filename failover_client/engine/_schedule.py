@@ -62,6 +62,13 @@ can differ by a few milliseconds. Every delay, including a first I or R larger t
 M when backoff is on. Classic's ``resetReconnectDelay`` re-arms I whenever the current delay
 happens to equal 10 ms (e.g. I = 5 ms, m = 2 never grows past 10 ms); that accident is not copied.
 
+One more, on purpose: the first delay after a loss (Classic's and Qpid's I) is not waited when
+the attempt starts with a broker other than the one just lost (``next_delay(elsewhere=True)``).
+I is there to spare a broker that just failed, and the Java clients pay it even when the next
+broker on the list is a different, healthy one: half of a default Classic failover was that
+wait. It still applies when the attempt would retry the broker just lost (a single-broker
+list, or every other broker quarantined), and every later delay of the run is unchanged.
+
 Jitter (``reconnect_jitter`` = j, none of the three clients has it): each non-zero delay d becomes
 d * (1 - j * u) with u uniform in [0, 1) from the injected ``random.Random``, so jitter only
 shortens a delay and M stays a hard bound. An immediate attempt (d = 0: the first try of a
@@ -349,16 +356,20 @@ class ScheduleRun:
             self._draws.append(self.schedule.rng.random())
         return delay * (1.0 - jitter * self._draws[attempt_number - 1])
 
-    def next_delay(self) -> float | None:
+    def next_delay(self, *, elsewhere: bool = False) -> float | None:
         """Seconds to wait before the next attempt, counting it as started; None = give up.
 
         The first call of a startup run returns 0.0 (the first attempt is immediate); the first
         call after a loss returns the style's first reconnect delay (0.0 except for Classic with
-        ``initialReconnectDelay`` > 0 and Qpid with ``initialReconnectDelay`` > 0).
+        ``initialReconnectDelay`` > 0 and Qpid with ``initialReconnectDelay`` > 0), or 0.0 when
+        ``elsewhere`` says the attempt starts with another broker than the one just lost
+        (see the module docstring). ``elsewhere`` changes nothing on later calls.
         """
         if self.exhausted:
             return None
         self.attempts += 1
+        if elsewhere and self.attempts == 1 and not self.startup:
+            return 0.0
         return self._delay(self.attempts)
 
     def should_warn(self) -> bool:
