@@ -89,14 +89,14 @@ class JavaDriver:
         assert self._child.stdin is not None
         self._child.stdin.write(line + "\n")
         self._child.stdin.flush()
-        return self._reply(line.split(" ", 1)[0])
+        return self._reply(line.split("\t", 1)[0])
 
     def connect(self) -> None:
-        self._command(f"open {self.uri}")
+        self._command(f"open\t{self.uri}")
 
     def send(self, destination: str, body: bytes, headers: Mapping[str, str]) -> int:
         queue = destination.removeprefix("/queue/")
-        broker = self._command(f"send {queue} {headers['bench-id']}")
+        broker = self._command(f"send\t{queue}\t{headers['bench-id']}")
         port = int(broker.rsplit(":", 1)[1].split("?", 1)[0].rstrip("/"))
         self._current = self._ports[port]
         return self._current

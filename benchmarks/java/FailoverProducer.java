@@ -8,7 +8,8 @@
  * persistent message synchronously, so send() returns once the broker stored it (the same
  * confirmation as a STOMP receipt). The failover transport replays a send in flight at a loss.
  *
- * Commands (one a line); every reply is one line "ok ..." or "error <reason>":
+ * Commands (one a line, fields separated by tabs); every reply is one line "ok ..." or
+ * "error <reason>":
  *   open <failover-uri>          connect (started), reply "ok"
  *   send <queue> <id>            send one persistent BytesMessage with string property
  *                                bench-id=<id> to queue <queue>; reply "ok <broker-uri>" with
@@ -66,7 +67,8 @@ public final class FailoverProducer {
         out.println("ok ready");
         String line;
         while ((line = in.readLine()) != null) {
-            String[] parts = line.trim().split(" ");
+            // Tab-separated: a queue name may hold spaces.
+            String[] parts = line.split("\t");
             try {
                 switch (parts[0]) {
                     case "open":
