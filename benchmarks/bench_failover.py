@@ -19,7 +19,14 @@ Series (same brokers, same process, one after another):
   once); ``cold`` case: every round switches to a new queue first, so the broker failed over to
   creates it on the first send;
 * ``repeated``: consecutive kills of whichever broker is in use with the same connection, every
-  time printed, to show the time does not drift.
+  time printed, to show the time does not drift;
+* ``java``: the ActiveMQ Java client's ``failover:`` transport with its defaults (OpenWire, a
+  persistent ``send`` returns once the broker stored it: ``java/FailoverProducer.java``), and
+  ``java delay=0`` with ``initialReconnectDelay=0``: the reference implementation, on the same
+  brokers and kills. ``median/java`` compares each series with the Java series of its options
+  (defaults with defaults, ``initialReconnectDelay=0`` with the same).
+
+``--series`` runs only the named series (e.g. ``--series failover java``).
 
 At the end every queue is drained from every broker and the ids compared with the confirmed
 ids: a confirmed message missing is a LOSS (the script exits 1); a duplicate must be a message
@@ -59,6 +66,7 @@ from benchmarks._drivers import (
     RawDriver,
     wait_until,
 )
+from benchmarks._java_producer import JavaDriver
 from failover_client.testing.brokers import Cluster
 
 WARM_QUEUE = "/queue/bench.warmup"
@@ -212,6 +220,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--settle", type=int, default=300, help="messages between kills")
     parser.add_argument("--quick", action="store_true", help="4 / 2 / 4 kills")
     parser.add_argument(
+        "--series",
+        nargs="+",
+        metavar="LABEL",
+        help="run only these series (raw, failover, failover+backup, 'failover delay=0', "
+        "java, 'java delay=0', repeated)",
+    )
+    parser.add_argument(
         "--full-jit",
         action="store_true",
         help="run the brokers with the full-JIT benchmark flags (default: the harness's "
@@ -242,10 +257,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 cluster, {"initialReconnectDelay": 0}, "FailoverConnection initialReconnectDelay=0"
             )
 
+        def java() -> Driver:
+            return JavaDriver(cluster, {}, "ActiveMQ Java client failover: defaults")
+
+        def java_nodelay() -> Driver:
+            return JavaDriver(cluster, {"initialReconnectDelay": 0}, "ActiveMQ Java client delay=0")
+
         plan = [
             ("raw", raw, args.kills, False, False),
+            ("java", java, args.kills, False, False),
             ("failover", fc, args.kills, False, False),
             ("failover+backup", fc_backup, args.kills, False, True),
+            ("java delay=0", java_nodelay, args.kills, False, False),
             ("failover delay=0", fc_nodelay, args.kills, False, False),
             ("raw", raw, args.cold_kills, True, False),
             ("failover", fc, args.cold_kills, True, False),
@@ -253,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("repeated", fc, args.repeat, False, False),
         ]
         for label, make, kills, cold, standby in plan:
-            if kills <= 0:
+            if kills <= 0 or (args.series and label not in args.series):
                 continue
             log(f"series {label} ({'cold' if cold else 'warm'}), {kills} kills")
             series.append(
@@ -272,11 +295,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             s["delivery"] = check_delivery(cluster, s)
 
     raw_by_case = {s["case"]: s["summary"] for s in series if s["label"] == "raw"}
+    java_by_label = {s["label"]: s["summary"] for s in series if s["label"].startswith("java")}
     rows = []
     for s in series:
         summ, base = s["summary"], raw_by_case.get(s["case"], {})
         s["ratio_median_vs_raw"] = ratio(summ.get("median_ms", 0), base.get("median_ms", 0))
         s["ratio_p95_vs_raw"] = ratio(summ.get("p95_ms", 0), base.get("p95_ms", 0))
+        java_label = "java delay=0" if s["label"].endswith("delay=0") else "java"
+        java_base = java_by_label.get(java_label, {}) if s["case"] == "warm" else {}
+        s["ratio_median_vs_java"] = (
+            ratio(summ.get("median_ms", 0), java_base.get("median_ms", 0)) if java_base else None
+        )
         d = s["delivery"]
         rows.append(
             [
@@ -289,6 +318,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 summ.get("max_ms", "-"),
                 s["ratio_median_vs_raw"],
                 s["ratio_p95_vs_raw"],
+                "-" if s["ratio_median_vs_java"] is None else s["ratio_median_vs_java"],
                 s["eof_summary"].get("median_ms", "-"),
                 s["after_eof_summary"].get("median_ms", "-"),
                 s["after_eof_summary"].get("p95_ms", "-"),
@@ -311,6 +341,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "max",
             "median/raw",
             "p95/raw",
+            "median/java",
             "EOF median",
             "after-EOF median",
             "after-EOF p95",
@@ -358,7 +389,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         notes="queues exist on every broker in the warm case (sent + drained once before); "
         "cold: a new queue per kill, created by the first send after failover",
     )
-    write_json("failover", result)
+    if not args.series:  # a partial run must not replace the full run's tracked result file
+        write_json("failover", result)
     return result
 
 

@@ -13,14 +13,16 @@ imported only when its factory is asked for, and then once.
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from failover_client._errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 __all__ = ["EntryPointFailure", "NamedRegistry"]
 
@@ -96,6 +98,10 @@ class NamedRegistry(Generic[F]):
 
     def _plugins_locked(self) -> dict[str, importlib.metadata.EntryPoint]:
         if self._entry_points is None:
+            # Imported here: importlib.metadata (with the email parser it reads metadata with)
+            # cost more than the rest of the package's import, for a listing few programs need.
+            import importlib.metadata  # noqa: PLC0415
+
             self._entry_points = {
                 ep.name: ep for ep in importlib.metadata.entry_points(group=self.group)
             }

@@ -9,7 +9,6 @@ entry point is imported only when its policy is created.
 
 from __future__ import annotations
 
-import importlib.metadata
 import random
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -24,6 +23,8 @@ from ._random import RandomPolicy, RandomStickyPolicy, ShufflePolicy
 from ._rendezvous import RendezvousPolicy
 
 if TYPE_CHECKING:
+    import importlib.metadata
+
     from failover_client.uri import FailoverOptions
 
 __all__ = [

@@ -6,8 +6,7 @@ knows the option table, each dialect's spellings and the errors that point at a 
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from failover_client._errors import OptionError, URIError
 
@@ -62,6 +61,32 @@ def dialect_defaults(dialect: Dialect) -> dict[str, object]:
     return cached
 
 
+class _PolicyNames(Collection[str]):
+    """The built-in policy names and ``more``, asked in that order.
+
+    ``more`` may be a registry that lists installed plug-ins only when asked for a name it
+    does not otherwise know (reading every distribution's metadata): a URI that names a
+    built-in policy, or none, never makes it do so.
+    """
+
+    __slots__ = ("_more",)
+
+    def __init__(self, more: Collection[str]) -> None:
+        self._more = more
+
+    def __contains__(self, name: object) -> bool:
+        return name in BUILTIN_POLICIES or name in self._more
+
+    def _all(self) -> frozenset[str]:
+        return frozenset(BUILTIN_POLICIES) | frozenset(self._more)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 class Context:
     """What every error needs: the text (masked lazily) and the known policy names."""
 
@@ -69,7 +94,7 @@ class Context:
 
     def __init__(self, text: str | None, policies: Collection[str]) -> None:
         self.text = text
-        self.policies = frozenset(BUILTIN_POLICIES) | frozenset(policies)
+        self.policies: Collection[str] = _PolicyNames(policies)
         self._masked: str | None = None
 
     def masked(self) -> str:
@@ -344,6 +369,8 @@ class QueryReader:
     def unknown(self, pair: Pair, dialect: Dialect, form: str) -> OptionError:
         valid = self.valid_names(dialect, form)
         lowered = {n.lower(): n for n in valid}
+        import difflib  # noqa: PLC0415 - only an error needs it: not imported with the package
+
         suggestions = difflib.get_close_matches(pair.key, valid, n=3, cutoff=0.6)
         if pair.key.lower() in lowered and lowered[pair.key.lower()] not in suggestions:
             suggestions.insert(0, lowered[pair.key.lower()])
@@ -359,6 +386,8 @@ class QueryReader:
         valid = self.valid_names(dialect, form)
         if pair.key.lower() in {n.lower() for n in valid}:
             raise self.unknown(pair, dialect, form)
+        import difflib  # noqa: PLC0415 - only a misspelt key needs it (see above)
+
         if difflib.get_close_matches(pair.key, valid, n=1, cutoff=0.85):
             raise self.unknown(pair, dialect, form)
 

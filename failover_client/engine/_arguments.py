@@ -12,13 +12,13 @@ one or two ``type(...) is`` tests and no allocation beyond the body's own conver
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, get_args
 
-from failover_client._errors import ConfigurationError
+from failover_client._errors import ConfigurationError, PolicyError
 from failover_client._events import Listener, ListenerSet
 from failover_client.adapter import AckMode
-from failover_client.policies import registered_policies
+from failover_client.policies import canonical_policy_name, registered_policies
 from failover_client.uri import (
     BrokerAddress,
     DiscoveryAgent,
@@ -258,6 +258,30 @@ class FailoverTarget(Protocol):
     def options(self) -> FailoverOptions: ...
 
 
+class _RegisteredPolicies(Collection[str]):
+    """Every policy name a URI may use, read from the registry only when asked.
+
+    The registry lists installed plug-ins (reading every distribution's metadata) only for a
+    name that is neither built in nor registered: a URI naming a built-in policy, or none,
+    costs no such scan.
+    """
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            canonical_policy_name(name)
+        except PolicyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registered_policies())
+
+    def __len__(self) -> int:
+        return len(registered_policies())
+
+
 def resolve_target(
     target: str | FailoverTarget | Sequence[BrokerAddress],
 ) -> tuple[tuple[BrokerAddress, ...], FailoverOptions, tuple[DiscoveryAgent, ...]]:
@@ -265,7 +289,7 @@ def resolve_target(
     check_target(target)
     if isinstance(target, str):
         # Policies registered by other packages (entry points) are valid names in a URI too.
-        target = parse(target, policies=registered_policies())
+        target = parse(target, policies=_RegisteredPolicies())
     if isinstance(target, Sequence):
         members: list[BrokerAddress] = []
         for member in target:

@@ -381,11 +381,7 @@ class FailoverConnection(Consuming):
                 destination, data, headers, message_id=message_id, kind=kind, deadline=deadline
             )
             return
-        message = self._sender.submit(
-            destination, data, headers, message_id=message_id, kind="confirmed", deadline=deadline
-        )
-        assert message is not None
-        self._sender.wait_confirmed(message, deadline)
+        self._sender.send_blocking(destination, data, headers, message_id, deadline)
 
     def send_async(
         self,
@@ -416,7 +412,7 @@ class FailoverConnection(Consuming):
             deadline=self._sender.deadline(timeout),
         )
         assert message is not None
-        assert message.future is not None
+        assert isinstance(message.future, Future)  # confirmed and not blocking: a future
         return message.future
 
     def flush(self, timeout: float | Unset | None = UNSET) -> None:

@@ -63,7 +63,7 @@ class ScheduleRunLike(Protocol):
     unit: AttemptUnit
     attempts: int
 
-    def next_delay(self) -> float | None: ...
+    def next_delay(self, *, elsewhere: bool = False) -> float | None: ...
 
     def should_warn(self) -> bool: ...
 
@@ -121,6 +121,8 @@ class Dialer:
         # joined during a back-off is tried at once. Without it the delay waits on ``stop``.
         self._changed = changed
         self._run: ScheduleRunLike | None = None
+        self._lost: BrokerAddress | None = None
+        """The broker of the session lost last (None once a run connected elsewhere)."""
         """The latest run's schedule, for a run that resumes it."""
         self.last_causes: tuple[tuple[str, BaseException], ...] = ()
         """(broker, last error) of the latest run, for the GaveUp event."""
@@ -233,6 +235,19 @@ class Dialer:
         """
         cause = slot.cause or BrokerUnavailable("connection lost", broker=str(slot.address))
         self._pool.record_failure(slot.address, cause, self._clock.monotonic())
+        self._lost = slot.address
+
+    def _elsewhere(self) -> bool:
+        """Whether the next plan starts with a broker other than the one just lost.
+
+        So it is when that broker is quarantined (its loss put it there) and another one is
+        live: a plan puts every live broker before the quarantined ones.
+        """
+        lost = self._lost
+        if lost is None:
+            return False
+        live = [a for tier in self._pool.by_tier(self._clock.monotonic()) for a in tier]
+        return bool(live) and all(a.key != lost.key for a in live)
 
     def pool_changed(self) -> bool:
         """Whether the pool changed since the run's current delay began (it cuts it short)."""
@@ -265,9 +280,13 @@ class Dialer:
         fatal: ConnectionFailure | None = None
         remaining: list[BrokerAddress] = []  # rest of the current pass (unit "broker")
         self.last_causes = ()
+        # After a loss the first attempt goes at once when it tries another broker: the
+        # schedule's first delay is for retrying the broker that just failed.
+        elsewhere = not startup and not resume and self._elsewhere()
         while True:
             self.last_causes = tuple(causes.items())
-            delay = run.next_delay()
+            delay = run.next_delay(elsewhere=elsewhere)
+            elsewhere = False
             if delay is None:
                 raise AllBrokersFailed(
                     f"gave up after {run.attempts} reconnect attempt(s) ({run.unit})", causes

@@ -30,6 +30,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal
 
+from failover_client.engine._latch import Latch
+
 __all__ = ["MESSAGE_ID_HEADER", "MessageIds", "OutboundMessage", "Outbox"]
 
 MESSAGE_ID_HEADER = "failover-message-id"
@@ -63,7 +65,8 @@ class OutboundMessage:
     body: bytes
     headers: Mapping[str, str]
     kind: Kind
-    future: Future[None] | None = None
+    future: Future[None] | Latch | None = None
+    """Its outcome: a future (``send_async``), a latch (a blocking ``send``) or None."""
     session: object | None = None
     """The session slot this message was last written to (opaque to the outbox)."""
     writes: int = 0
@@ -103,7 +106,7 @@ class Outbox:
         body: bytes,
         headers: Mapping[str, str],
         kind: Kind,
-        future: Future[None] | None = None,
+        future: Future[None] | Latch | None = None,
     ) -> OutboundMessage:
         """A message not yet in the outbox (it enters with :meth:`add`)."""
         return OutboundMessage(

@@ -62,6 +62,13 @@ can differ by a few milliseconds. Every delay, including a first I or R larger t
 M when backoff is on. Classic's ``resetReconnectDelay`` re-arms I whenever the current delay
 happens to equal 10 ms (e.g. I = 5 ms, m = 2 never grows past 10 ms); that accident is not copied.
 
+One more, on purpose: the first delay after a loss (Classic's and Qpid's I) is not waited when
+the attempt starts with a broker other than the one just lost (``next_delay(elsewhere=True)``).
+I is there to spare a broker that just failed, and the Java clients pay it even when the next
+broker on the list is a different, healthy one: half of a default Classic failover was that
+wait. It still applies when the attempt would retry the broker just lost (a single-broker
+list, or every other broker quarantined), and every later delay of the run is unchanged.
+
 Jitter (``reconnect_jitter`` = j, none of the three clients has it): each non-zero delay d becomes
 d * (1 - j * u) with u uniform in [0, 1) from the injected ``random.Random``, so jitter only
 shortens a delay and M stays a hard bound. An immediate attempt (d = 0: the first try of a
@@ -80,15 +87,13 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, cast
-
-from tenacity.stop import stop_after_attempt, stop_base, stop_never
-from tenacity.wait import wait_base, wait_chain, wait_exponential, wait_fixed
+from typing import TYPE_CHECKING, Literal
 
 from failover_client._errors import OptionError
 
 if TYPE_CHECKING:
-    from tenacity import RetryCallState
+    from tenacity.stop import stop_base
+    from tenacity.wait import wait_base
 
     from failover_client.uri import AttemptUnit, FailoverOptions
 
@@ -101,45 +106,6 @@ _STYLES: tuple[ReconnectStyle, ...] = ("classic", "qpid", "artemis")
 _UNLIMITED = -1
 _CLASSIC_DEFAULT_DELAY = 0.01
 """Classic's DEFAULT_INITIAL_RECONNECT_DELAY (10 ms), which its reset compares against."""
-
-
-class _Attempt:
-    """The one field of tenacity's ``RetryCallState`` the strategies used here read.
-
-    A real ``RetryCallState`` needs a ``Retrying`` object and stamps ``time.monotonic()``; the
-    schedule has neither a retry loop nor a clock of its own.
-    """
-
-    __slots__ = ("attempt_number",)
-
-    def __init__(self, attempt_number: int) -> None:
-        self.attempt_number = attempt_number
-
-
-def _state(attempt_number: int) -> RetryCallState:
-    return cast("RetryCallState", _Attempt(attempt_number))
-
-
-class _wait_shifted(wait_base):  # tenacity's naming for strategy classes
-    """Evaluate ``inner`` as if the attempt number were ``by`` lower."""
-
-    def __init__(self, inner: wait_base, by: int) -> None:
-        self.inner = inner
-        self.by = by
-
-    def __call__(self, retry_state: RetryCallState) -> float:
-        return self.inner(_state(retry_state.attempt_number - self.by))
-
-
-class _wait_capped(wait_base):  # tenacity's naming for strategy classes
-    """``inner``, but never more than ``cap`` seconds."""
-
-    def __init__(self, inner: wait_base, cap: float) -> None:
-        self.inner = inner
-        self.cap = cap
-
-    def __call__(self, retry_state: RetryCallState) -> float:
-        return min(self.inner(retry_state), self.cap)
 
 
 @dataclass(frozen=True)
@@ -252,6 +218,13 @@ class ReconnectSchedule:
 
     def wait_strategy(self, *, startup: bool) -> wait_base:
         """The tenacity wait strategy giving d(n) for ``attempt_number`` n (before jitter)."""
+        # tenacity is imported when a run starts, not with the package (see _waits).
+        from failover_client.engine._waits import (  # noqa: PLC0415
+            wait_chain,
+            wait_fixed,
+            wait_shifted,
+        )
+
         immediate = wait_fixed(0)
         if self.style == "classic":
             if not startup:
@@ -259,26 +232,32 @@ class ReconnectSchedule:
                 return self._growth(self.initial_delay)
             seeded = self.exponential and self.delay != _CLASSIC_DEFAULT_DELAY
             base = self.delay if seeded else self.initial_delay
-            return wait_chain(immediate, _wait_shifted(self._growth(base), 1))
+            return wait_chain(immediate, wait_shifted(self._growth(base), 1))
         if self.style == "qpid":
-            growth = _wait_shifted(self._growth(self.delay), 1)
+            growth = wait_shifted(self._growth(self.delay), 1)
             if startup:
                 second = self.initial_delay if self.initial_delay > 0 else self.delay
                 return wait_chain(immediate, self._capped(wait_fixed(second)), growth)
             return wait_chain(self._capped(wait_fixed(self.initial_delay)), growth)
-        return wait_chain(immediate, _wait_shifted(self._growth(self.delay), 1))
+        return wait_chain(immediate, wait_shifted(self._growth(self.delay), 1))
 
     def _growth(self, base: float) -> wait_base:
         """base, base*m, base*m**2 ... for attempt numbers 1, 2, 3 ... (base without backoff)."""
+        from failover_client.engine._waits import wait_exponential, wait_fixed  # noqa: PLC0415
+
         if not self.exponential:
             return wait_fixed(base)
         return wait_exponential(multiplier=base, exp_base=self.multiplier, max=self.max_delay)
 
     def _capped(self, strategy: wait_base) -> wait_base:
-        return _wait_capped(strategy, self.max_delay) if self.exponential else strategy
+        from failover_client.engine._waits import wait_capped  # noqa: PLC0415
+
+        return wait_capped(strategy, self.max_delay) if self.exponential else strategy
 
     def stop_strategy(self, *, startup: bool, brokers: int = 1) -> stop_base:
         """The tenacity stop strategy, asked with ``attempt_number`` = attempts already made."""
+        from failover_client.engine._waits import stop_after_attempt, stop_never  # noqa: PLC0415
+
         limit = self.attempt_limit(startup=startup, brokers=brokers)
         return stop_never if limit is None else stop_after_attempt(limit)
 
@@ -329,6 +308,9 @@ class ScheduleRun:
         """Attempts started so far (each ``next_delay()`` that returned a number started one)."""
         self.limit = schedule.attempt_limit(startup=startup, brokers=brokers)
         """Attempts this run may start; None = unlimited."""
+        from failover_client.engine._waits import attempt  # noqa: PLC0415 - see wait_strategy
+
+        self._attempt = attempt
         self._wait = schedule.wait_strategy(startup=startup)
         self._stop = schedule.stop_strategy(startup=startup, brokers=brokers)
         # Jitter draws are kept per attempt so that delays() can look ahead without changing
@@ -338,10 +320,10 @@ class ScheduleRun:
     @property
     def exhausted(self) -> bool:
         """True when no further attempt is allowed."""
-        return bool(self._stop(_state(self.attempts)))
+        return bool(self._stop(self._attempt(self.attempts)))
 
     def _delay(self, attempt_number: int) -> float:
-        delay = float(self._wait(_state(attempt_number)))
+        delay = float(self._wait(self._attempt(attempt_number)))
         jitter = self.schedule.jitter
         if jitter == 0.0 or delay == 0.0:
             return delay
@@ -349,16 +331,20 @@ class ScheduleRun:
             self._draws.append(self.schedule.rng.random())
         return delay * (1.0 - jitter * self._draws[attempt_number - 1])
 
-    def next_delay(self) -> float | None:
+    def next_delay(self, *, elsewhere: bool = False) -> float | None:
         """Seconds to wait before the next attempt, counting it as started; None = give up.
 
         The first call of a startup run returns 0.0 (the first attempt is immediate); the first
         call after a loss returns the style's first reconnect delay (0.0 except for Classic with
-        ``initialReconnectDelay`` > 0 and Qpid with ``initialReconnectDelay`` > 0).
+        ``initialReconnectDelay`` > 0 and Qpid with ``initialReconnectDelay`` > 0), or 0.0 when
+        ``elsewhere`` says the attempt starts with another broker than the one just lost
+        (see the module docstring). ``elsewhere`` changes nothing on later calls.
         """
         if self.exhausted:
             return None
         self.attempts += 1
+        if elsewhere and self.attempts == 1 and not self.startup:
+            return 0.0
         return self._delay(self.attempts)
 
     def should_warn(self) -> bool:
@@ -373,7 +359,7 @@ class ScheduleRun:
         """The next ``limit`` delays (fewer if the run gives up first), without using them."""
         upcoming: list[float] = []
         for attempts in range(self.attempts, self.attempts + limit):
-            if self._stop(_state(attempts)):
+            if self._stop(self._attempt(attempts)):
                 break
             upcoming.append(self._delay(attempts + 1))
         return upcoming

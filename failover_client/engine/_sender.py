@@ -7,8 +7,9 @@ connection over). It works under the connection's one lock, with its rules: sess
 under the slot's ``io_lock`` and outside the lock, futures resolved outside it.
 
 This is the hot path (measured against raw stomp.py): a send that finds the connection up and
-room in the window takes the lock once, allocates only its outbox entry and future, and does not
-build the wait machinery.
+room in the window takes the lock once, allocates only its outbox entry and its outcome (a
+future for ``send_async``, a :class:`~failover_client.engine._latch.Latch` for a blocking
+``send``), and does not build the wait machinery.
 
 Poison sends (a frame the broker answers by ending the session) are found as
 :mod:`~failover_client.engine._poison` says: :meth:`Sender.blame_loss` and :meth:`Sender.probe`.
@@ -17,7 +18,6 @@ Poison sends (a frame the broker answers by ending the session) are found as
 from __future__ import annotations
 
 import enum
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
 from failover_client.engine._dedup import DUPLICATE_ID_HEADER
+from failover_client.engine._latch import Latch
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Lifecycle, Slot
@@ -136,12 +137,15 @@ class Sender:
         message_id: str | None,
         kind: Literal["confirmed", "tracked", "untracked"],
         deadline: SendDeadline,
+        blocking: bool = False,
     ) -> OutboundMessage | None:
         """Wait until connected (and, for confirmed sends, until the window has room); write.
 
-        Returns the outbox entry (None for untracked sends). Raises SendTimeout when
-        ``deadline`` passes first; NotConnected before ``connect()``; AllBrokersFailed once the
-        reconnect loop gave up; ConnectionClosed once the application closed the connection.
+        Returns the outbox entry (None for untracked sends). A confirmed send's outcome is a
+        future, or with ``blocking`` a :class:`Latch` that only :meth:`wait_confirmed` reads.
+        Raises SendTimeout when ``deadline`` passes first; NotConnected before ``connect()``;
+        AllBrokersFailed once the reconnect loop gave up; ConnectionClosed once the
+        application closed the connection.
         """
         if kind == "untracked" and message_id is None:
             # Never re-sent, so never duplicated by us: no id is needed to recognise a replay,
@@ -161,11 +165,14 @@ class Sender:
             if kind == "untracked":
                 message = None
             else:
-                future: Future[None] | None = None
+                future: Future[None] | Latch | None = None
                 if kind == "confirmed":
-                    future = Future()
-                    # A running future cannot be cancelled: its outcome belongs to the broker.
-                    future.set_running_or_notify_cancel()
+                    if blocking:
+                        future = Latch(self._clock)
+                    else:
+                        future = Future()
+                        # A running future cannot be cancelled: its outcome belongs to the broker.
+                        future.set_running_or_notify_cancel()
                 assert chosen_id is not None  # only untracked sends go without an id
                 message = outbox.new(
                     message_id=chosen_id,
@@ -183,6 +190,27 @@ class Sender:
             with slot.io_lock:
                 self._write_locked(slot, message)
         return message
+
+    def send_blocking(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        message_id: str | None,
+        deadline: SendDeadline,
+    ) -> None:
+        """A confirmed send that returns once the broker confirmed it (see :meth:`submit`)."""
+        message = self.submit(
+            destination,
+            body,
+            headers,
+            message_id=message_id,
+            kind="confirmed",
+            deadline=deadline,
+            blocking=True,
+        )
+        assert message is not None
+        self.wait_confirmed(message, deadline)
 
     def _wait_ready(
         self,
@@ -292,16 +320,17 @@ class Sender:
                 message.future.set_exception(error)
 
     def wait_confirmed(self, message: OutboundMessage, deadline: SendDeadline) -> None:
-        """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``."""
-        future = message.future
-        assert future is not None
+        """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``.
+
+        ``message`` was submitted ``blocking``: its outcome is a :class:`Latch`.
+        """
+        latch = message.future
+        assert isinstance(latch, Latch)
         if isinstance(deadline, PhasedBudget):
-            confirmed = self._wait_phased_confirmation(message, deadline)
+            confirmed = self._wait_phased_confirmation(message, latch, deadline)
         else:
-            done = threading.Event()
-            future.add_done_callback(lambda _: done.set())
             remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-            confirmed = self._clock.wait(done, remaining)
+            confirmed = latch.wait(self._clock, remaining)
         if not confirmed:
             with self._cond:
                 abandoned = self._outbox.settle(message)
@@ -316,19 +345,24 @@ class Sender:
                     "written, so the broker may still store it)",
                     message_id=message.message_id,
                 )
-                future.set_exception(error)
+                latch.set_exception(error)
                 raise error
-        future.result()
+            # Settled by another thread meanwhile, which sets the latch right after the lock.
+            latch.wait(self._clock, None)
+        latch.outcome()
 
-    def _wait_phased_confirmation(self, message: OutboundMessage, budget: PhasedBudget) -> bool:
-        """Wait for ``message``'s outcome under ``budget``; False when a phase's bound ran out."""
+    def _wait_phased_confirmation(
+        self, message: OutboundMessage, latch: Latch, budget: PhasedBudget
+    ) -> bool:
+        """Wait for ``message``'s outcome under ``budget``; False when a phase's bound ran out
+        (the latch not taken then: the caller's abandon path reads it)."""
         life = self._life
         with self._cond:
             settled = self._wait(lambda: message.done or life.is_over(), budget)
-        if settled and message.future is not None:
+        if settled:
             # The outcome is set right after the outbox entry was settled (the confirming
-            # thread released the lock for it), or by close() / give-up failing every future.
-            message.future.exception()
+            # thread released the lock for it), or by close() / give-up failing every send.
+            latch.wait(self._clock, None)
         return settled
 
     def flush(self, deadline: SendDeadline) -> None:

@@ -6,8 +6,12 @@ writes whatever has gathered in a single call. While that thread is inside the s
 (the GIL released), senders keep appending, so under load each write carries many frames;
 when the writer is idle a frame is handed over at once, with no linger timer. A frame that
 comes after a quiet spell (``inline_after``, longer than the gap between sends in any loop)
-and finds the writer idle is written on the caller's own thread instead: a blocking,
-confirmed send then costs no thread hand-off at all, while a burst goes through the thread.
+and finds the writer idle is written on the caller's own thread instead, and so is a frame
+whose caller says it waits for the answer before it puts anything else (``urgent``: a
+blocking, confirmed send), whatever the quiet time, as long as nothing is queued or being
+written ahead of it. Such a send then costs no thread hand-off at all, however quickly the
+broker answered the one before (an in-memory broker answers within the quiet time), while
+a burst goes through the thread.
 
 Order is the order of ``put`` calls. The buffer is bounded: a sender blocks while it holds
 ``limit`` bytes or more, so a broker that stops reading (flow control, a hang) still slows
@@ -145,10 +149,18 @@ class FrameWriter:
         with self._lock:
             return self._size
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the writer thread is parked, waiting for frames (a ``put`` may go inline)."""
+        with self._lock:
+            return self._idle
+
     def start(self) -> None:
         self._thread.start()
 
-    def put(self, data: Item, *, force: bool = False, inline: bool = True) -> None:
+    def put(
+        self, data: Item, *, force: bool = False, inline: bool = True, urgent: bool = False
+    ) -> None:
         """Queue ``data`` after everything queued before; block while the buffer is full.
 
         ``force`` queues even when the buffer is full (never blocks): for the reader thread,
@@ -156,6 +168,9 @@ class FrameWriter:
         may be waiting for us to read). ``inline=False`` never writes on the caller's thread:
         for a caller that knows more frames are coming (a burst whose gaps may exceed
         ``inline_after`` on a busy machine), so that they gather and go together.
+        ``urgent`` (with ``inline``): the caller waits for an answer to this frame before its
+        next ``put``, so no burst can gather behind it: it is written on the caller's thread
+        whenever the writer is idle with nothing queued, however short the quiet time.
 
         Raises :class:`ConnectionError` (from the cause) once a write failed or the writer
         was cancelled, and the write's own error when this call wrote inline and failed.
@@ -170,7 +185,7 @@ class FrameWriter:
             write_here = False
             if self._inline_after is not None:
                 now = self._monotonic()
-                quiet = now - self._last_put >= self._inline_after
+                quiet = urgent or now - self._last_put >= self._inline_after
                 self._last_put = now
                 write_here = (
                     inline and quiet and self._idle and not self._chunks and not self._writing

@@ -36,6 +36,8 @@ class Outbound:
         self._state = state
         self._count_sends = True
         """Whether :meth:`write` notes heart-beat traffic itself (no writer thread does it)."""
+        self._writer_runs = False
+        """Whether a writer thread writes this session's frames (plain TCP)."""
 
     def start_writer(self, transport: BoundTransport, name: str) -> bool:
         """Start the transport's batching writer thread; False where there is none (TLS)."""
@@ -48,11 +50,17 @@ class Outbound:
             )
         )
         self._count_sends = not started
+        self._writer_runs = started
         return started
 
-    def write(self, command: str, headers: dict[str, str], body: bytes | None) -> None:
+    def write(
+        self, command: str, headers: dict[str, str], body: bytes | None, *, urgent: bool = False
+    ) -> None:
         """Encode and write one frame; raises BrokerUnavailable when dead or the write fails.
 
+        ``urgent``: its caller waits for the broker's answer before writing more, so the
+        frame is written on this thread whenever nothing is queued ahead of it (see
+        :meth:`FrameWriter.put <failover_client.net._writer.FrameWriter.put>`).
         Raises ConfigurationError, before writing, for headers STOMP cannot carry.
         """
         state = self._state
@@ -65,7 +73,10 @@ class Outbound:
         data = encode_frame(command, escape_headers(headers, state.version), body or b"")
         try:
             with state.write_lock:
-                transport.write_encoded(data)
+                if urgent and self._writer_runs:
+                    transport.send_deferred(data, inline=True)
+                else:
+                    transport.write_encoded(data)
         except Exception as exc:
             # The I/O thread reports the loss (on_lost) once the socket is down.
             transport.abort()
@@ -82,8 +93,9 @@ class Outbound:
             raise state.dead_error()
         transport = state.bound_transport()
         # With other sends unconfirmed this is part of a burst: leave it to the writer thread,
-        # so the burst gathers into one transaction. A lone send (a blocking ``send`` loop)
-        # may still be written at once on this thread.
+        # so the burst gathers into one transaction. A lone send (a blocking ``send`` loop,
+        # whose caller waits for this receipt before the next) is written at once on this
+        # thread whenever the writer is idle, however quickly the broker answered the last.
         alone = state.receipts.outstanding <= 1
         try:
             transport.send_deferred(item, force=force, inline=alone and not force)

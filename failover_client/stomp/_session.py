@@ -209,7 +209,9 @@ class StompSession:
                 self._outbound.queue(PendingSend(receipt, escaped, body))
             else:
                 frame_headers["receipt"] = receipt
-                self._outbound.write("SEND", frame_headers, body)
+                # The only send awaiting its receipt: maybe a blocking ``send``; see _outbound.
+                alone = state.receipts.outstanding <= 1
+                self._outbound.write("SEND", frame_headers, body, urgent=alone)
         except BrokerUnavailable:
             if state.receipts.discard(receipt):
                 raise

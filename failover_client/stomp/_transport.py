@@ -51,7 +51,7 @@ from stomp.transport import Transport
 
 from failover_client._clock import Clock
 from failover_client.net._dial import Resolver, SocketDial
-from failover_client.net._writer import Deferred, FrameWriter, Render
+from failover_client.net._writer import FrameWriter, Item, Render
 from failover_client.stomp._decode import parse_frame
 
 __all__ = ["BoundTransport"]
@@ -241,17 +241,22 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         else:
             super().send(encoded_frame)
 
-    def send_deferred(self, item: Deferred, *, force: bool = False, inline: bool = True) -> None:
+    def send_deferred(self, item: Item, *, force: bool = False, inline: bool = True) -> None:
         """Queue ``item`` for the writer, which renders it when it writes (see start_writer).
 
-        ``force`` never blocks on a full buffer (for the I/O thread); ``inline=False`` never
-        writes on the caller's thread (see :meth:`FrameWriter.put`). Raises ConnectionError
-        when there is no writer or it has failed.
+        ``force`` never blocks on a full buffer (for the I/O thread). ``inline`` says the
+        caller waits for the broker's answer to ``item`` before it writes more (a confirmed
+        send that is the only one outstanding): it is written on the caller's thread whenever
+        the writer is idle with nothing queued (``urgent`` in :meth:`FrameWriter.put`);
+        ``inline=False`` never writes on the caller's thread. An encoded frame (``bytes``)
+        may come this way too. Raises ConnectionError when there is no writer or it has failed.
         """
         writer = self._writer
         if writer is None:
             raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
-        writer.put(item, force=force, inline=inline)
+        if isinstance(item, bytes) and stomp_log.isEnabledFor(stomp_log.DEBUG):
+            stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(item))
+        writer.put(item, force=force, inline=inline, urgent=inline)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until queued frames are written (True without a writer)."""
