@@ -74,21 +74,26 @@ def test_each_phase_counts_from_its_start_across_a_failover_with_replay():
         assert rig.clock.wait_for_waiters(1, timed=True)
         rig.clock.advance(1.5)  # 1.5 s of the 2 s callTimeout on A
         rig.connector.behave(A, "refuse")
+        # B's first connect (at once: another broker than the one lost) is refused too, so the
+        # failover waits out the back-off: its next step, 6 s (3 s doubled; the first delay
+        # was skipped for another broker).
+        rig.connector.behave(B, "refuse", "accept")
         session_a.kill()
-        # The loss starts the failover phase: 10 s from now (1.5), beside the 3 s back-off.
+        # The loss starts the failover phase: 10 s from now (1.5), beside the 6 s back-off.
         assert rig.clock.wait_for_deadline(11.5)
-        assert rig.clock.deadlines() == [4.5, 11.5]
-        rig.clock.advance(3.0)
+        assert rig.clock.wait_for_deadline(7.5)
+        assert rig.clock.deadlines() == [7.5, 11.5]
+        rig.clock.advance(6.0)
         rig.events.wait_for(FailedOver)
         session_b = rig.connector.session(B)
         assert rig.connector.wait_until(lambda: len(session_b.sent) == 1)
         # Replayed on B: a fresh callTimeout from the moment B was in use.
-        assert rig.clock.wait_for_deadline(6.5)
-        assert rig.clock.deadlines() == [6.5]
+        assert rig.clock.wait_for_deadline(9.5)
+        assert rig.clock.deadlines() == [9.5]
         rig.clock.advance(1.5)
         assert session_b.confirm() == 1
         assert blocked.done.wait(5)
-        assert blocked.error is None  # 6 s in all, more than one callTimeout, within each phase
+        assert blocked.error is None  # 9 s in all, more than one callTimeout, within each phase
 
 
 def test_an_explicit_per_call_timeout_bounds_the_whole_call():
