@@ -28,6 +28,7 @@ from failover_client._clock import Clock
 from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
 from failover_client._events import PoisonQuarantined
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
+from failover_client.engine._observe import Observer, SendObservation, safely
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
 from failover_client.engine._slot import Lifecycle, Slot
@@ -77,6 +78,8 @@ class Sender:
         self._timeout = check_timeout(options.timeout, name="options.timeout")
         self._message_ids = message_ids
         self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
+        self.observer: Observer | None = None
+        """Told of each send (``_observe``); None costs one test per send."""
 
     def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> float | None:
         """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout).
@@ -129,38 +132,73 @@ class Sender:
             merged = dict(headers or {})
         else:
             chosen_id, merged = self.headers_for(headers, message_id)
-        size = len(body)
-        outbox = self._outbox
-        with self._cond:
-            slot = self._life.connected_slot()
-            if slot is None or (kind == "confirmed" and not outbox.has_room(size)):
-                slot = self._wait_ready(destination, size, kind, chosen_id, deadline)
-            self._counters.sent += 1
-            if kind == "untracked":
-                message = None
-            else:
-                future: Future[None] | None = None
-                if kind == "confirmed":
-                    future = Future()
-                    # A running future cannot be cancelled: its outcome belongs to the broker.
-                    future.set_running_or_notify_cancel()
-                assert chosen_id is not None  # only untracked sends go without an id
-                message = outbox.new(
-                    message_id=chosen_id,
-                    destination=destination,
-                    body=body,
-                    headers=merged,
-                    kind=kind,
-                    future=future,
-                )
-                evicted = outbox.add(message, slot)
-                self._counters.evicted += len(evicted)
+        observer = self.observer
+        observation = None
+        if observer is not None:
+            observation = safely(observer.sending, destination, merged, chosen_id)
+        try:
+            slot, message = self._enqueue(
+                destination,
+                body,
+                merged,
+                message_id=chosen_id,
+                kind=kind,
+                deadline=deadline,
+                observation=observation,
+            )
+        except BaseException as exc:
+            if observation is not None:
+                safely(observation.finished, exc, None)
+            raise
         if message is None:
             self._write_untracked(slot, destination, body, merged)
         else:
             with slot.io_lock:
                 self._write_locked(slot, message)
+        if observation is not None:
+            _watch(observation, message, slot)
         return message
+
+    def _enqueue(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        message_id: str | None,
+        kind: Literal["confirmed", "tracked", "untracked"],
+        deadline: float | None,
+        observation: SendObservation | None,
+    ) -> tuple[Slot, OutboundMessage | None]:
+        """Wait for a session and room; count the send and enter it in the outbox."""
+        size = len(body)
+        outbox = self._outbox
+        with self._cond:
+            slot = self._life.connected_slot()
+            if slot is None or (kind == "confirmed" and not outbox.has_room(size)):
+                slot = self._wait_ready(destination, size, kind, message_id, deadline)
+            self._counters.sent += 1
+            if kind == "untracked":
+                return slot, None
+            future: Future[None] | None = None
+            if kind == "confirmed":
+                future = Future()
+                # A running future cannot be cancelled: its outcome belongs to the broker.
+                future.set_running_or_notify_cancel()
+            assert message_id is not None  # only untracked sends go without an id
+            message = outbox.new(
+                message_id=message_id,
+                destination=destination,
+                body=body,
+                headers=headers,
+                kind=kind,
+                future=future,
+            )
+            if future is not None:  # a tracked send's observation ends at its write
+                message.observation = observation
+            evicted = outbox.add(message, slot)
+            self._counters.evicted += len(evicted)
+        return slot, message
 
     def _wait_ready(
         self,
@@ -310,8 +348,12 @@ class Sender:
 
     def take_replay(self, slot: Slot) -> list[OutboundMessage]:
         """The unconfirmed messages not yet written to ``slot``, now assigned to it (lock held)."""
+        observed = [(m, m.session) for m in self._outbox.pending() if m.observation is not None]
         replay = self._outbox.take_for(slot)
         self._counters.replayed += len(replay)
+        for message, previous in observed:
+            if message.session is slot and previous is not slot:
+                _resent(message, previous, slot)
         return replay
 
     def replay_locked(self, slot: Slot, replay: Iterable[OutboundMessage]) -> None:
@@ -370,9 +412,11 @@ class Sender:
                 message = self._outbox.first_not_on(slot)
                 if message is None or not message.suspect:
                     return
-                message.session = slot
+                previous, message.session = message.session, slot
                 message.writes += 1
                 self._counters.replayed += 1
+                if message.observation is not None:
+                    _resent(message, previous, slot)
             with slot.io_lock:
                 self._write_locked(slot, message)
 
@@ -411,3 +455,26 @@ class Sender:
         for message in pending:
             if message.future is not None:
                 message.future.set_exception(error)
+
+
+def _watch(observation: SendObservation, message: OutboundMessage | None, slot: Slot) -> None:
+    """End ``observation`` with the send's outcome: its confirmation, or (fire-and-forget)
+    now, at its write."""
+    future = message.future if message is not None else None
+    if future is None:
+        safely(observation.finished, None, slot.address)
+        return
+
+    def done(settled: Future[None]) -> None:
+        written = message.session if message is not None else None
+        broker = written.address if isinstance(written, Slot) else None
+        safely(observation.finished, settled.exception(), broker)
+
+    future.add_done_callback(done)
+
+
+def _resent(message: OutboundMessage, previous: object, slot: Slot) -> None:
+    observation = message.observation
+    assert observation is not None
+    before = previous.address if isinstance(previous, Slot) else None
+    safely(observation.resent, before, slot.address)
