@@ -55,7 +55,7 @@ from failover_client.engine._arguments import check_timeout
 from failover_client.engine._autoack import AutoAcks
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._inbox import Inbox
-from failover_client.engine._observe import Observer, observe_handler, safely
+from failover_client.engine._observe import Observer, broker_of, observe_handler, safely
 from failover_client.engine._releases import Releases
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
@@ -348,7 +348,7 @@ class Consumers:
         if message is None:
             return None
         if self.observer is not None:
-            safely(self.observer.received, message)
+            safely(self.observer.received, message, broker_of(message))
         if subscription.ack == "auto":
             subscription.outstanding = message  # acknowledged when the next one is asked
         else:

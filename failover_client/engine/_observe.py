@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
+from failover_client.engine._slot import Slot
 from failover_client.uri import BrokerAddress
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "Observer",
     "Observing",
     "SendObservation",
+    "broker_of",
     "observe_handler",
     "safely",
 ]
@@ -72,11 +74,13 @@ class Observer(Protocol):
     ) -> SendObservation | None:
         """A send was handed over (application thread); add headers to ``headers`` here."""
 
-    def handling(self, message: Message) -> DeliveryObservation | None:
-        """A handler is about to run for ``message``, on the thread that runs it."""
+    def handling(
+        self, message: Message, broker: BrokerAddress | None
+    ) -> DeliveryObservation | None:
+        """A handler is about to run for ``message`` (from ``broker``), on its thread."""
 
-    def received(self, message: Message) -> None:
-        """``receive()`` or iteration hands ``message`` to the application (its thread)."""
+    def received(self, message: Message, broker: BrokerAddress | None) -> None:
+        """``receive()`` or iteration hands ``message`` (from ``broker``) to the application."""
 
 
 def safely(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T | None:
@@ -92,7 +96,7 @@ def observe_handler(observer: Observer, handler: Handler) -> Handler:
     """``handler`` as the observer sees it: each call between ``handling`` and ``finished``."""
 
     def observed(message: Message) -> None:
-        observation = safely(observer.handling, message)
+        observation = safely(observer.handling, message, broker_of(message))
         try:
             handler(message)
         except BaseException as exc:
@@ -103,6 +107,12 @@ def observe_handler(observer: Observer, handler: Handler) -> Handler:
             safely(observation.finished, None)
 
     return observed
+
+
+def broker_of(message: Message) -> BrokerAddress | None:
+    """The broker whose session delivered ``message``."""
+    session = message.session
+    return session.address if isinstance(session, Slot) else None
 
 
 class Observing:
