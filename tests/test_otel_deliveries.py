@@ -20,6 +20,7 @@ from failover_client.otel import instrument
 
 CONSUMED = "messaging.client.consumed.messages"
 PROCESS = "messaging.process.duration"
+TOPOLOGY = "failover_client.topology.size"
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 """A producer's traceparent (the W3C specification's example)."""
 
@@ -143,12 +144,30 @@ def test_gauges_show_the_window_the_broker_and_the_topology() -> None:
         [broker] = sink.points("failover_client.broker.current")
         assert dict(broker.attributes) == {
             "messaging.system": "activemq",
+            "messaging.client.id": "c",
             "server.address": "a",
             "server.port": 61613,
         }
         assert sink.total("failover_client.topology.size") == 2
         rig.connector.session(A).confirm()
         assert sink.total("failover_client.in_flight") == 0
+
+
+def test_two_connections_on_one_meter_are_both_in_the_gauges() -> None:
+    first, second = make((A,)), make((A, B))
+    second.conn = type(second.conn)(
+        (A, B), connector=second.connector, clock=second.clock, client_id="other"
+    )
+    sink = Sink()
+    _instrument(first.conn, sink)
+    telemetry = instrument(second.conn, meter_provider=sink.meter_provider)
+    sizes = {p.attributes["messaging.client.id"]: p.value for p in sink.points(TOPOLOGY)}
+    assert sizes == {"c": 1, "other": 2}
+    telemetry.close()
+    sizes = {p.attributes["messaging.client.id"]: p.value for p in sink.points(TOPOLOGY)}
+    assert sizes == {"c": 1}
+    first.conn.close()
+    second.conn.close()
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
