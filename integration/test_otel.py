@@ -12,8 +12,11 @@ counters equal what the application itself counted: sends confirmed, messages ha
 
 from __future__ import annotations
 
+import signal
+import socket
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ import pytest
 from failover_client import FailedOver, FailoverConnection, Message
 from failover_client.otel import instrument
 from failover_client.testing.brokers import Cluster
+from integration.test_examples import Program
 from integration.test_failover_common import (
     FAST,
     SAFETY,
@@ -155,3 +159,60 @@ def test_traces_and_metrics_across_a_sigkill_failover(target: tuple[Cluster, str
     assert last is not None
     assert last["server.port"] == survivor.endpoints[endpoint].port
     assert moved_to.endswith(f":{survivor.endpoints[endpoint].port}")
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """``name{labels}`` -> value of every sample on the example's /metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=SAFETY) as page:
+        text = page.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def _sum(samples: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in samples.items() if k.split("{")[0] == prefix)
+
+
+def test_the_prometheus_example_shows_the_failover(activemq_cluster: Cluster) -> None:
+    cluster = activemq_cluster
+    destination = durable_queue(cluster)
+    with socket.socket() as probe:  # a free port for /metrics (released just before use)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    program = Program(
+        "otel_prometheus.py",
+        "--uri",
+        failover_uri(cluster, FAST),
+        "--destination",
+        destination,
+        "--port",
+        str(port),
+        "--interval",
+        "0.02",
+    )
+    try:
+        program.wait_for_line(r"^confirmed \d+$", count=20)
+        before = _scrape(port)
+        assert _sum(before, "messaging_client_sent_messages_total") >= 20
+        assert _sum(before, "failover_client_failover_duration_seconds_count") == 0
+        [(current, _)] = [
+            (k, v) for k, v in before.items() if k.startswith("failover_client_broker_current")
+        ]
+        victim = next(b for b in cluster if f'server_port="{b.endpoints["stomp"].port}"' in current)
+        confirmed = len(program.matching(r"^confirmed \d+$"))
+        victim.kill()
+        program.wait_for_line(r"^confirmed \d+$", count=confirmed + 20)
+        after = _scrape(port)
+        assert _sum(after, "failover_client_failover_duration_seconds_count") == 1
+        [current_after] = [k for k in after if k.startswith("failover_client_broker_current")]
+        assert f'server_port="{victim.endpoints["stomp"].port}"' not in current_after
+        program.process.send_signal(signal.SIGINT)
+        assert program.finish() == 0, program.report()
+        sent = _sum(after, "messaging_client_sent_messages_total")
+        assert sent <= len(program.matching(r"^confirmed \d+$"))
+    finally:
+        program.stop()

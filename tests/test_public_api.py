@@ -92,7 +92,7 @@ def test_private_modules_stay_private() -> None:
     # distribution that ships its plugin, this package included; they are not our names.
     public = [n for n in dir(failover_client) if not n.startswith(("_", "@"))]
     modules = {"uri", "policies", "testing", "cli", "demo", "annotations", "adapter", "engine"}
-    modules |= {"net", "stomp", "topology", "amqp", "spark", "openwire"}
+    modules |= {"net", "stomp", "topology", "amqp", "spark", "openwire", "otel"}
     assert set(public) - set(failover_client.__all__) <= modules
 
 

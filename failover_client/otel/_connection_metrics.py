@@ -156,7 +156,7 @@ class Gauges:
         meter.create_observable_gauge(
             n.CURRENT_BROKER,
             [functools.partial(self._read, ConnectionMetrics.current)],
-            unit="1",
+            unit="{connection}",
             description="1 for the broker the connection is on (server.address, server.port).",
         )
         meter.create_observable_gauge(
