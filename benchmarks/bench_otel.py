@@ -11,7 +11,8 @@ shows rather than the disk's) on loopback, warmed up first. Four methods, each a
 * ``no observer``: this tree, no observer set (the default: what every user runs);
 * ``no-op observer``: this tree with an observer whose methods do nothing (the hooks' cost);
 * ``instrumented``: ``failover_client.otel.instrument`` with the OpenTelemetry SDK, spans to an
-  in-memory exporter through a BatchSpanProcessor (as in production) and metrics to an in-memory reader.
+  in-memory exporter through a BatchSpanProcessor (as in production), metrics to an in-memory
+  reader.
 
 Two calls: ``send()`` (one confirmed message at a time) and ``send_async()`` + ``flush()``
 (pipelined in the confirmation window). Each repetition runs the methods down the list and back
