@@ -15,7 +15,7 @@ from opentelemetry.trace.propagation.tracecontext import (
 from otel_support import Sink
 from test_manager_support import A, B, make, running
 
-from failover_client import Event, FailedOver, HandlerError, Message
+from failover_client import Event, FailedOver, HandlerError, Message, Rebalanced
 from failover_client.otel import instrument
 
 CONSUMED = "messaging.client.consumed.messages"
@@ -202,3 +202,23 @@ def test_without_the_extra_importing_otel_names_it() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "pip install 'failover-client[otel]'" in result.stdout
+
+
+def test_a_rebalance_heard_while_a_send_is_unconfirmed_is_an_event_on_its_span() -> None:
+    rig = make((A, B), auto_confirm=False)
+    sink = Sink()
+    telemetry = instrument(
+        rig.conn, tracer_provider=sink.tracer_provider, meter_provider=sink.meter_provider
+    )
+    with running(rig):
+        future = rig.conn.send_async("/queue/q", b"x")
+        # What the connection's listener hears when the loop moves it (see _loop's _move).
+        telemetry._metrics(Rebalanced(str(A), str(B)))
+        rig.connector.session(A).confirm()
+        assert future.result(5) is None
+    [span] = sink.finished("send")
+    [event] = [e for e in span.events if e.name == "failover_client.rebalance"]
+    assert dict(event.attributes or {}) == {
+        "failover_client.broker.from": "a:61613",
+        "failover_client.broker.to": "b:61613",
+    }
