@@ -19,7 +19,17 @@ def main() -> None:
         sys.path.insert(0, tree)  # before the installed copy: this tree's failover_client
     import failover_client  # noqa: PLC0415 - after choosing the tree
 
-    conn = failover_client.FailoverConnection(uri)
+    if uri == "fake":
+        # No broker: the fake session confirms each send as it is written, so what is
+        # measured is the client's own cost per send.
+        from failover_client.uri import BrokerAddress  # noqa: PLC0415
+
+        from failover_client.testing import FakeConnector  # noqa: PLC0415
+
+        members = [BrokerAddress("stomp", "fake", 61613)]
+        conn = failover_client.FailoverConnection(members, connector=FakeConnector())
+    else:
+        conn = failover_client.FailoverConnection(uri)
     telemetry: Any = None
     if mode == "noop":
         conn.set_observer(_Noop())  # type: ignore[attr-defined]

@@ -55,6 +55,7 @@ METHODS = {
     "instrumented": ("head", "otel"),
 }
 COUNTS = {"send": 3000, "async": 20000}
+FAKE_COUNTS = {"send": 30000, "async": 30000}
 
 
 def export_tree(commit: str, into: Path) -> Path:
@@ -76,8 +77,9 @@ def export_tree(commit: str, into: Path) -> Path:
 
 
 def run_one(tree: str, mode: str, call: str, uri: str, destination: str) -> float:
+    count = (FAKE_COUNTS if uri == "fake" else COUNTS)[call]
     out = subprocess.run(
-        [sys.executable, str(CHILD), tree, mode, call, uri, destination, str(COUNTS[call])],
+        [sys.executable, str(CHILD), tree, mode, call, uri, destination, str(count)],
         check=True,
         capture_output=True,
         text=True,
@@ -93,10 +95,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--base", default="22b6625", help="a commit before the observer hook")
+    parser.add_argument(
+        "--fake", action="store_true", help="no broker: the shipped fake connector confirms"
+    )
     args = parser.parse_args()
     rates: dict[str, dict[str, list[float]]] = {c: {m: [] for m in METHODS} for c in COUNTS}
     with tempfile.TemporaryDirectory(prefix="fc-bench-otel-") as temp:
         trees = {"base": str(export_tree(args.base, Path(temp))), "head": "-"}
+        if args.fake:
+            for rep in range(args.reps):
+                for call in COUNTS:
+                    for name in (*METHODS, *reversed(METHODS)):
+                        tree, mode = METHODS[name]
+                        rates[call][name].append(run_one(trees[tree], mode, call, "fake", "/q"))
+                log(f"rep {rep + 1}/{args.reps}: done")
+            report(rates, args.base, "otel_overhead_fake", FAKE_COUNTS)
+            return
         with brokers(1, label="otel", full_jit=True, store="/dev/shm") as cluster:
             broker = cluster[0]
             warm(broker, "/queue/bench.warmup", 5000)
@@ -114,17 +128,47 @@ def main() -> None:
                         # memory limit, flow control stops the producer).
                         purge(hosts(cluster)[0], destination)
                     log(f"rep {rep + 1}/{args.reps} {call}: done")
-    result: dict[str, Any] = {"machine": machine(), "base": args.base, "calls": {}}
+    report(rates, args.base, "otel_overhead", COUNTS)
+
+
+def report(
+    rates: dict[str, dict[str, list[float]]], base: str, name: str, counts: dict[str, int]
+) -> None:
+    """Print and save medians, the ratio of medians, and the median of each repetition's
+    paired ratio (runs of one repetition ran next to each other, in both orders)."""
+    result: dict[str, Any] = {"machine": machine(), "base": base, "calls": {}}
     text = ""
     for call, by_method in rates.items():
         medians = {m: statistics.median(v) for m, v in by_method.items()}
-        base = medians["before the hook"]
-        rows = [(m, f"{medians[m]:,.0f}", f"{ratio(medians[m], base):.3f}") for m in METHODS]
-        result["calls"][call] = {"medians": medians, "runs": by_method, "count": COUNTS[call]}
+        first = by_method["before the hook"]
+        paired = {
+            m: statistics.median(ratio(a, b) for a, b in zip(v, first, strict=True))
+            for m, v in by_method.items()
+        }
+        rows = [
+            (
+                m,
+                f"{medians[m]:,.0f}",
+                f"{1e6 / medians[m]:.1f}",
+                f"{ratio(medians[m], medians['before the hook']):.3f}",
+                f"{paired[m]:.3f}",
+            )
+            for m in METHODS
+        ]
+        result["calls"][call] = {
+            "medians": medians,
+            "paired_ratio": paired,
+            "runs": by_method,
+            "count": counts[call],
+        }
         label = "send()" if call == "send" else "send_async() + flush()"
-        text += table(f"{label}, {COUNTS[call]} messages", ["method", "msgs/s", "ratio"], rows)
+        text += table(
+            f"{label}, {counts[call]} messages",
+            ["method", "msgs/s", "us/msg", "ratio of medians", "median paired ratio"],
+            rows,
+        )
     print(text)
-    write_json("otel_overhead", result)
+    write_json(name, result)
 
 
 if __name__ == "__main__":
