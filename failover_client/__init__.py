@@ -288,6 +288,7 @@ _PUBLIC_SUBPACKAGES = (
     "amqp",
     "cli",
     "demo",
+    "otel",
     "policies",
     "spark",
     "stomp",

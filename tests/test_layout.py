@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "failover_client.spark": 6,
     "failover_client.testing": 6,
     "failover_client.cli": 6,
+    "failover_client.otel": 6,
     "failover_client.demo": 7,
 }
 
@@ -86,6 +87,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "failover_client.openwire": set(),
     "failover_client.topology": {"dns"},
     "failover_client.spark": {"pyspark", "pyarrow"},
+    "failover_client.otel": {"opentelemetry"},
 }
 
 MAX_LINES = 520

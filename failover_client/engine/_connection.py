@@ -55,6 +55,7 @@ from failover_client.engine._lifetime import (
     watch_dropped,
 )
 from failover_client.engine._loop import ReconnectLoop
+from failover_client.engine._observe import Observing
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds
 from failover_client.engine._placement import PlanPolicy, Redirects, tiers_for
 from failover_client.engine._planner import Planner
@@ -79,7 +80,7 @@ __all__ = ["MESSAGE_ID_HEADER", "FailoverConnection", "FailoverTarget"]
 _numbers = itertools.count(1)
 
 
-class FailoverConnection(Consuming):
+class FailoverConnection(Consuming, Observing):
     """One connection to a group of brokers that fails over, replays and restores.
 
     :param target: a failover URI string (parsed with :func:`failover_client.uri.parse`), a

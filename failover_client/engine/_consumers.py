@@ -55,6 +55,7 @@ from failover_client.engine._arguments import check_timeout
 from failover_client.engine._autoack import AutoAcks
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._inbox import Inbox
+from failover_client.engine._observe import Observer, broker_of, observe_handler, safely
 from failover_client.engine._releases import Releases
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
@@ -102,6 +103,8 @@ class Consumers:
         self._releases = Releases(
             state=state, dispatcher=dispatcher, emit=emit, ack_handled_on=self.ack_handled_on
         )
+        self.observer: Observer | None = None
+        """Told of each handler call and pulled message (``_observe``)."""
 
     # --- subscribing -------------------------------------------------------------------------
 
@@ -270,6 +273,8 @@ class Consumers:
     def _handle(self, subscription: Subscription, message: Message) -> None:
         handler = subscription.handler
         assert handler is not None
+        if self.observer is not None:
+            handler = observe_handler(self.observer, handler)
         try:
             handler(message)
         except Exception as exc:  # noqa: BLE001 - reported; the subscription carries on
@@ -342,6 +347,8 @@ class Consumers:
         message = subscription.inbox.take(seconds)
         if message is None:
             return None
+        if self.observer is not None:
+            safely(self.observer.received, message, broker_of(message))
         if subscription.ack == "auto":
             subscription.outstanding = message  # acknowledged when the next one is asked
         else:

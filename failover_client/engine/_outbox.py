@@ -28,7 +28,10 @@ import itertools
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from failover_client.engine._observe import SendObservation
 
 from failover_client.engine._latch import Latch
 
@@ -78,6 +81,8 @@ class OutboundMessage:
     """Its last session failed it with a refusal (the broker may have read it), not with a
     plain loss (the adapter knows the broker never read it): see ``_poison``."""
     done: bool = field(default=False)
+    observation: SendObservation | None = None
+    """What the connection's observer follows of this send (``_observe``), if it has one."""
 
     @property
     def size(self) -> int:

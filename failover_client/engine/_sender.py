@@ -18,6 +18,7 @@ Poison sends (a frame the broker answers by ending the session) are found as
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -25,14 +26,14 @@ from functools import partial
 from typing import Literal
 
 from failover_client._clock import Clock
-from failover_client._errors import BrokerRefused, ConnectionFailure, SendRejected, SendTimeout
-from failover_client._events import PoisonQuarantined
+from failover_client._errors import BrokerRefused, ConnectionFailure, SendTimeout
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
 from failover_client.engine._dedup import DUPLICATE_ID_HEADER
 from failover_client.engine._latch import Latch
+from failover_client.engine._observe import Observer, SendObservation, safely
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
-from failover_client.engine._poison import PROBE_TIMEOUT, is_poison, is_suspect
+from failover_client.engine._sender_poison import PoisonSearch, resent
 from failover_client.engine._slot import Lifecycle, Slot
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
@@ -60,7 +61,7 @@ class SendCounters:
     evicted: int = 0
 
 
-class Sender:
+class Sender(PoisonSearch):
     """Sends of one connection: submit, write, confirm, wait, flush, replay."""
 
     def __init__(
@@ -92,6 +93,8 @@ class Sender:
         # dedup=auto: every send that may be replayed tells Artemis its id (see engine._dedup).
         self._duplicate_header = DUPLICATE_ID_HEADER if options.dedup == "auto" else None
         self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
+        self.observer: Observer | None = None
+        """Told of each send (``_observe``); None costs one test per send."""
 
     def deadline(self, timeout: float | Unset | None, *, confirmed: bool = False) -> SendDeadline:
         """Absolute clock deadline for a per-call ``timeout`` (UNSET: the options' timeout).
@@ -155,40 +158,32 @@ class Sender:
             merged = dict(headers or {})
         else:
             chosen_id, merged = self.headers_for(headers, message_id)
-        size = len(body)
-        outbox = self._outbox
-        with self._cond:
-            slot = self._life.connected_slot()
-            if slot is None or (kind == "confirmed" and not outbox.has_room(size)):
-                slot = self._wait_ready(destination, size, kind, chosen_id, deadline)
-            self._counters.sent += 1
-            if kind == "untracked":
-                message = None
-            else:
-                future: Future[None] | Latch | None = None
-                if kind == "confirmed":
-                    if blocking:
-                        future = Latch(self._clock)
-                    else:
-                        future = Future()
-                        # A running future cannot be cancelled: its outcome belongs to the broker.
-                        future.set_running_or_notify_cancel()
-                assert chosen_id is not None  # only untracked sends go without an id
-                message = outbox.new(
-                    message_id=chosen_id,
-                    destination=destination,
-                    body=body,
-                    headers=merged,
-                    kind=kind,
-                    future=future,
-                )
-                evicted = outbox.add(message, slot)
-                self._counters.evicted += len(evicted)
+        observer = self.observer
+        observation = None
+        if observer is not None:
+            observation = safely(observer.sending, destination, merged, chosen_id)
+        try:
+            slot, message = self._enqueue(
+                destination,
+                body,
+                merged,
+                message_id=chosen_id,
+                kind=kind,
+                deadline=deadline,
+                observation=observation,
+                blocking=blocking,
+            )
+        except BaseException as exc:
+            if observation is not None:
+                safely(observation.finished, exc, None)
+            raise
         if message is None:
             self._write_untracked(slot, destination, body, merged)
         else:
             with slot.io_lock:
                 self._write_locked(slot, message)
+        if observation is not None:
+            _watch(observation, message, slot)
         return message
 
     def send_blocking(
@@ -211,6 +206,53 @@ class Sender:
         )
         assert message is not None
         self.wait_confirmed(message, deadline)
+
+    def _enqueue(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        message_id: str | None,
+        kind: Literal["confirmed", "tracked", "untracked"],
+        deadline: SendDeadline,
+        observation: SendObservation | None,
+        blocking: bool = False,
+    ) -> tuple[Slot, OutboundMessage | None]:
+        """Wait for a session and room; count the send and enter it in the outbox."""
+        size = len(body)
+        outbox = self._outbox
+        with self._cond:
+            slot = self._life.connected_slot()
+            if slot is None or (kind == "confirmed" and not outbox.has_room(size)):
+                slot = self._wait_ready(destination, size, kind, message_id, deadline)
+            self._counters.sent += 1
+            if kind == "untracked":
+                return slot, None
+            future: Future[None] | Latch | None = None
+            if kind == "confirmed":
+                if blocking and observation is None:
+                    # Only wait_confirmed reads it: a latch costs less than a Future (an
+                    # observed send keeps the Future, whose callback ends its observation).
+                    future = Latch(self._clock)
+                else:
+                    future = Future()
+                    # A running future cannot be cancelled: its outcome belongs to the broker.
+                    future.set_running_or_notify_cancel()
+            assert message_id is not None  # only untracked sends go without an id
+            message = outbox.new(
+                message_id=message_id,
+                destination=destination,
+                body=body,
+                headers=headers,
+                kind=kind,
+                future=future,
+            )
+            if future is not None:  # a tracked send's observation ends at its write
+                message.observation = observation
+            evicted = outbox.add(message, slot)
+            self._counters.evicted += len(evicted)
+        return slot, message
 
     def _wait_ready(
         self,
@@ -322,15 +364,16 @@ class Sender:
     def wait_confirmed(self, message: OutboundMessage, deadline: SendDeadline) -> None:
         """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``.
 
-        ``message`` was submitted ``blocking``: its outcome is a :class:`Latch`.
+        ``message`` was submitted ``blocking``: its outcome is a :class:`Latch` (a Future when
+        an observer watches the send).
         """
-        latch = message.future
-        assert isinstance(latch, Latch)
+        outcome = message.future
+        assert outcome is not None
         if isinstance(deadline, PhasedBudget):
-            confirmed = self._wait_phased_confirmation(message, latch, deadline)
+            confirmed = self._wait_phased_confirmation(message, outcome, deadline)
         else:
             remaining = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
-            confirmed = latch.wait(self._clock, remaining)
+            confirmed = _wait_outcome(outcome, self._clock, remaining)
         if not confirmed:
             with self._cond:
                 abandoned = self._outbox.settle(message)
@@ -345,24 +388,27 @@ class Sender:
                     "written, so the broker may still store it)",
                     message_id=message.message_id,
                 )
-                latch.set_exception(error)
+                outcome.set_exception(error)
                 raise error
-            # Settled by another thread meanwhile, which sets the latch right after the lock.
-            latch.wait(self._clock, None)
-        latch.outcome()
+            # Settled by another thread meanwhile, which sets the outcome right after the lock.
+            _wait_outcome(outcome, self._clock, None)
+        if isinstance(outcome, Latch):
+            outcome.outcome()
+        else:
+            outcome.result()
 
     def _wait_phased_confirmation(
-        self, message: OutboundMessage, latch: Latch, budget: PhasedBudget
+        self, message: OutboundMessage, outcome: Future[None] | Latch, budget: PhasedBudget
     ) -> bool:
         """Wait for ``message``'s outcome under ``budget``; False when a phase's bound ran out
-        (the latch not taken then: the caller's abandon path reads it)."""
+        (the outcome not taken then: the caller's abandon path reads it)."""
         life = self._life
         with self._cond:
             settled = self._wait(lambda: message.done or life.is_over(), budget)
         if settled:
             # The outcome is set right after the outbox entry was settled (the confirming
             # thread released the lock for it), or by close() / give-up failing every send.
-            latch.wait(self._clock, None)
+            _wait_outcome(outcome, self._clock, None)
         return settled
 
     def flush(self, deadline: SendDeadline) -> None:
@@ -397,96 +443,18 @@ class Sender:
 
     def take_replay(self, slot: Slot) -> list[OutboundMessage]:
         """The unconfirmed messages not yet written to ``slot``, now assigned to it (lock held)."""
+        observed = [(m, m.session) for m in self._outbox.pending() if m.observation is not None]
         replay = self._outbox.take_for(slot)
         self._counters.replayed += len(replay)
+        for message, previous in observed:
+            if message.session is slot and previous is not slot:
+                resent(message, previous, slot)
         return replay
 
     def replay_locked(self, slot: Slot, replay: Iterable[OutboundMessage]) -> None:
         """Write ``replay`` to ``slot`` in order (caller holds ``slot.io_lock``)."""
         for message in replay:
             self._write_locked(slot, message)
-
-    def blame_loss(
-        self, unconfirmed: list[OutboundMessage], cause: BaseException, *, alone: bool
-    ) -> OutboundMessage | None:
-        """Count a session's loss against its ``unconfirmed`` messages (lock held).
-
-        ``alone``: nothing else (no subscription either) was unconfirmed on that session.
-        Returns the message this loss made poison: it is already out of the outbox (not
-        replayed); :meth:`quarantine` fails its caller once the lock is released.
-        """
-        # An adapter that knows which frames the broker never read fails those with a plain
-        # loss (STOMP group commit: the runs after the one in doubt); only the others can be
-        # the culprit. One that cannot tell fails them all alike, and all are suspects.
-        read = [m for m in unconfirmed if m.refused_with]
-        narrowed = isinstance(cause, BrokerRefused) and 0 < len(read) < len(unconfirmed)
-        for message in unconfirmed:
-            message.losses += 1
-            if not narrowed or message.refused_with:
-                message.suspect = message.suspect or is_suspect(message.losses, cause)
-            message.refused_with = False
-        if not alone or len(unconfirmed) != 1 or not is_poison(unconfirmed[0].losses, cause):
-            return None
-        poison = unconfirmed[0]
-        self._outbox.settle(poison)
-        self._counters.rejected += 1
-        self._cond.notify_all()
-        return poison
-
-    def exonerate(self) -> None:
-        """Clear every suspicion (lock held): the loss that raised them found its poison."""
-        for message in self._outbox.pending():
-            message.suspect = False
-
-    def suspects_waiting(self, slot: Slot) -> bool:
-        """Whether the next message to replay to ``slot`` is a suspect (lock held)."""
-        message = self._outbox.first_not_on(slot)
-        return message is not None and message.suspect
-
-    def probe(self, slot: Slot) -> None:
-        """Replay to ``slot``, one at a time, the suspect messages (no lock held).
-
-        Stops at the first message that is no suspect (the rest is replayed at once), when
-        ``slot`` dies, or when a confirmation takes longer than ``PROBE_TIMEOUT``.
-        """
-        life = self._life
-        while True:
-            with self._cond:
-                if not slot.alive or life.is_over():
-                    return
-                message = self._outbox.first_not_on(slot)
-                if message is None or not message.suspect:
-                    return
-                message.session = slot
-                message.writes += 1
-                self._counters.replayed += 1
-            with slot.io_lock:
-                self._write_locked(slot, message)
-
-            def settled(probed: OutboundMessage = message) -> bool:
-                return probed.done or not slot.alive or life.is_over()
-
-            with self._cond:
-                done = self._cond.wait_until(settled, self._clock.monotonic() + PROBE_TIMEOUT)
-            if not done:
-                return
-
-    @staticmethod
-    def quarantine(
-        message: OutboundMessage, broker: str, cause: BaseException | None
-    ) -> PoisonQuarantined:
-        """Fail the caller of a poison ``message`` (lock not held); returns the event to emit."""
-        error = SendRejected(
-            f"send {message.message_id} to {message.destination} quarantined as poison after "
-            f"{message.losses} connection losses (the last: {cause})",
-            message_id=message.message_id,
-        )
-        error.__cause__ = cause
-        if message.future is not None:
-            message.future.set_exception(error)
-        return PoisonQuarantined(
-            message.message_id, message.destination, broker, message.losses, cause
-        )
 
     def abandon(self) -> list[OutboundMessage]:
         """Forget every outstanding message (lock held); :meth:`fail` their futures after."""
@@ -498,3 +466,28 @@ class Sender:
         for message in pending:
             if message.future is not None:
                 message.future.set_exception(error)
+
+
+def _watch(observation: SendObservation, message: OutboundMessage | None, slot: Slot) -> None:
+    """End ``observation`` with the send's outcome: its confirmation, or (fire-and-forget)
+    now, at its write."""
+    future = message.future if message is not None else None
+    if future is None:
+        safely(observation.finished, None, slot.address)
+        return
+
+    def done(settled: Future[None]) -> None:
+        written = message.session if message is not None else None
+        broker = written.address if isinstance(written, Slot) else None
+        safely(observation.finished, settled.exception(), broker)
+
+    future.add_done_callback(done)
+
+
+def _wait_outcome(outcome: Future[None] | Latch, clock: Clock, timeout: float | None) -> bool:
+    """Wait up to ``timeout`` (None: until set) for a blocking send's outcome to be set."""
+    if isinstance(outcome, Latch):
+        return outcome.wait(clock, timeout)
+    done = threading.Event()
+    outcome.add_done_callback(lambda _: done.set())
+    return clock.wait(done, timeout)
