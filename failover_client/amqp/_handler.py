@@ -47,6 +47,7 @@ _log = logging.getLogger("failover_client.amqp")
 
 SERVER_LIST = symbol("failover-server-list")
 _PRODUCT = symbol("product")
+_VERSION = symbol("version")
 _ESTABLISHMENT_FAILED = symbol("amqp:connection-establishment-failed")
 """Set in an open that is only there to carry the close with the reason (AMQP 1.0, 2.4.1)."""
 
@@ -124,6 +125,8 @@ class Events(Handler):
         self.incoming.first_acquirer_marks_first = rabbitmq
         # RabbitMQ 3.x holds a *modified* delivery till the link ends (``_receiving``).
         self.incoming.nack_releases = rabbitmq
+        # ... and before 4.0 may deliver past a top-up's credit (``_receiving``).
+        self.incoming.credit_overshoot = rabbitmq and _major(properties.get(_VERSION)) < 4
         if SERVER_LIST in properties:
             self._report_server_list(properties[SERVER_LIST])
         self._opened = True
@@ -141,6 +144,7 @@ class Events(Handler):
         else:
             error = handshake_error(condition, broker=broker, secrets=secrets)
         error.__cause__ = cause(condition, secrets)
+        self.incoming.flush()  # deliveries read before the end reach the engine before it
         self._state.lose(error)
         if connection.state & Endpoint.LOCAL_ACTIVE:
             connection.close()
@@ -162,11 +166,14 @@ class Events(Handler):
         else:
             error = handshake_error(condition, broker=broker, secrets=secrets)
         error.__cause__ = cause(condition, secrets)
+        self.incoming.flush()  # deliveries read before the end reach the engine before it
         self._state.lose(error)
         self._stop()
 
     def on_reactor_quiesced(self, event: Any) -> None:
-        """proton handled all it read and is about to wait: tell the sends' answers (``_book``)."""
+        """proton handled all it read and is about to wait: hand over the deliveries decoded
+        meanwhile (``_receiving``), tell the sends' answers (``_book``)."""
+        self.incoming.flush()
         run_all(self._state.book.take_decided(), self._state.report)
 
     def on_timer_task(self, event: Any) -> None:
@@ -177,6 +184,7 @@ class Events(Handler):
 
     def shutdown(self, polite: bool) -> None:
         """Close (with the AMQP close, when ``polite``) and end the container."""
+        self.incoming.flush()
         self._state.shut = True
         connection = self.connection
         if connection is None or connection.transport is None:
@@ -206,6 +214,7 @@ class Events(Handler):
 
     def fail(self, error: ConnectionFailure) -> None:
         """A part found the session dead while the connection is up: lose it, then drop it."""
+        self.incoming.flush()  # deliveries read before the end reach the engine before it
         self._state.lose(error)
         self.abort()
 
@@ -253,7 +262,7 @@ class Events(Handler):
         if event.link.is_sender:
             self.outgoing.on_disposition(event.delivery)
         else:
-            self.incoming.on_delivery(event.delivery)
+            self.incoming.on_delivery(event.delivery, event.link)
 
     # -- brokers named by the broker ----------------------------------------------------------
 
@@ -282,6 +291,12 @@ class Events(Handler):
             state.listener.on_brokers(state.session, advertised)
         except Exception:  # noqa: BLE001 - the engine's bug must not kill the container thread
             _log.exception("%s: on_brokers listener failed", state.broker)
+
+
+def _major(version: object) -> int:
+    """The major number of a ``version`` property ("3.10.7" -> 3); 0 if there is none."""
+    head = str(version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def crash_error(exc: BaseException, *, broker: str) -> BrokerUnavailable:

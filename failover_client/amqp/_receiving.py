@@ -8,8 +8,27 @@ The link gets the subscription's ``prefetch`` as credit, topped up only as deliv
 settled, so at most ``prefetch`` messages are unsettled at a time, in every ack mode (in
 ``client`` modes: delivered, not acked; in ``auto`` mode: delivered, ``on_message`` not yet
 returned, which the engine's ``client-individual`` subscriptions of ``auto`` users make
-"not yet handled"). AMQP credit counts messages: ``prefetch_bytes`` has no AMQP equivalent and
-is not sent. The subscription is confirmed when the broker's attach names a source; refused
+"not yet handled"). The window is counted from proton's receiver credit (granted, less the
+deliveries we have taken: one proton has read but whose event is still to come counts as
+credit) and the deliveries we hold unsettled, so a top-up made while a read's later
+deliveries wait for their events grants nothing twice (``tests/test_amqp_receiving.py``).
+
+RabbitMQ before 4.0 delivers past the credit it was given: its AMQP 1.0 link turns a flow into
+an absolute credit for the queue, so messages the queue had already sent towards the link
+under the old credit (up to what was left of it) come on top of the new credit; measured here
+as 101 unsettled deliveries on a link of credit 100. Towards such a broker
+(``credit_overshoot``, set from the open frame's ``product`` and ``version``) a top-up made
+while credit is left grants that credit once more less, so even if all of it is delivered
+twice the window holds; once the credit ran out nothing is in flight and the grant is exact.
+
+Hand-over in batches: a delivery is decoded as its event is handled, and the decoded messages
+go to the listener together when proton has handled everything it read (:meth:`Incoming.flush`,
+on the reactor's *quiesced* event, and before anything that ends a link or the session), then
+each subscription that received some is topped up once. The engine's thread that handles them
+is then woken once per read rather than once per message.
+
+AMQP credit counts messages: ``prefetch_bytes`` has no AMQP equivalent and is not sent.
+The subscription is confirmed when the broker's attach names a source; refused
 (:class:`SubscriptionRefused`) when it names none, or the link or its AMQP session ends with a
 condition first. A link that ends *after* it was confirmed is the loss of the whole session
 (:class:`BrokerRefused` with the broker's condition): the engine restores the subscription
@@ -34,18 +53,18 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from proton import Connection, Delivery, Link, Message, Receiver, Terminus
+from proton import Connection, Delivery, Link, Receiver, Terminus
 
 from failover_client._errors import ConfigurationError, ConnectionFailure
 from failover_client.adapter import Received, SubscriptionSpec
-from failover_client.amqp._convert import received
+from failover_client.amqp._decode import decode_received
 from failover_client.amqp._errors import Condition, closed_error, subscription_refusal
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
 
-__all__ = ["Incoming", "check_prefetch"]
+__all__ = ["ACCEPT", "NACK", "RELEASE", "Incoming", "Settlement", "check_prefetch"]
 
 _log = logging.getLogger("failover_client.amqp")
 
@@ -71,6 +90,13 @@ class _Subscription:
         """Delivered, not yet settled, by ack id, in delivery order."""
 
 
+ACCEPT = 0
+NACK = 1
+RELEASE = 2
+Settlement = tuple[str, int]
+"""An ack id and what to do with it: :data:`ACCEPT`, :data:`NACK` or :data:`RELEASE`."""
+
+
 class Incoming:
     """Receiver links by subscription id and the deliveries they hold."""
 
@@ -86,10 +112,14 @@ class Incoming:
         self._by_name: dict[str, _Subscription] = {}
         self._ack_ids: dict[str, _Subscription] = {}
         self._counter = itertools.count(1)
+        self._ready: list[tuple[_Subscription, Received]] = []
+        """Decoded, not yet handed to the listener (:meth:`flush`)."""
         self.first_acquirer_marks_first = False
         """Set when the broker is known to mark first deliveries (see ``_convert``)."""
         self.nack_releases = False
         """Set when the broker does not redeliver a *modified* delivery (RabbitMQ 3.x)."""
+        self.credit_overshoot = False
+        """Set when the broker may deliver past a top-up's credit (RabbitMQ before 4.0)."""
 
     def subscribe(self, spec: SubscriptionSpec, token: int | None) -> None:
         connection = self.connection
@@ -116,6 +146,7 @@ class Incoming:
 
     def unsubscribe(self, subscription_id: str) -> None:
         """Stop the subscription; a durable one only detaches (it stays on the broker)."""
+        self.flush()  # what it delivered before reaches the listener before it ends
         subscription = self._by_id.pop(subscription_id, None)
         if subscription is None:
             return
@@ -131,45 +162,66 @@ class Incoming:
             run_all(self._state.book.complete(subscription.token, None), self._state.report)
 
     def ack(self, ack_id: str) -> None:
-        self._settle(ack_id, Delivery.ACCEPTED)
+        self.settle_all(((ack_id, ACCEPT),))
 
     def nack(self, ack_id: str) -> None:
         """A handler failed: *modified* (delivery failed), or *released* (see the module)."""
-        self._settle(ack_id, Delivery.RELEASED if self.nack_releases else Delivery.MODIFIED)
+        self.settle_all(((ack_id, NACK),))
 
     def release(self, ack_id: str) -> None:
         """Never handled: *released*, redelivered without counting a failed delivery."""
-        self._settle(ack_id, Delivery.RELEASED)
+        self.settle_all(((ack_id, RELEASE),))
 
-    def _settle(self, ack_id: str, outcome: int) -> None:
+    def settle_all(self, settlements: Iterable[Settlement]) -> None:
+        """Settle each in order, then top up the credit of each subscription once."""
+        touched: dict[int, _Subscription] = {}
+        for ack_id, what in settlements:
+            if what == ACCEPT:
+                outcome = Delivery.ACCEPTED
+            elif what == RELEASE or self.nack_releases:
+                outcome = Delivery.RELEASED
+            else:
+                outcome = Delivery.MODIFIED
+            subscription = self._settle(ack_id, outcome)
+            if subscription is not None:
+                touched[id(subscription)] = subscription
+        for subscription in touched.values():
+            self._top_up(subscription)
+
+    def _settle(self, ack_id: str, outcome: int) -> _Subscription | None:
         subscription = self._ack_ids.get(ack_id)
         if subscription is None:
             _log.debug("%s: ack/nack of an unknown or settled delivery", self._state.broker)
-            return
+            return None
+        unsettled = subscription.unsettled
         if outcome == Delivery.ACCEPTED and subscription.spec.ack == "client":
             settle = []
-            for key in subscription.unsettled:
+            for key in unsettled:
                 settle.append(key)
                 if key == ack_id:
                     break
         else:
             settle = [ack_id]
+        ack_ids = self._ack_ids
         for key in settle:
-            delivery = subscription.unsettled.pop(key)
-            del self._ack_ids[key]
+            delivery = unsettled.pop(key)
+            del ack_ids[key]
             if outcome == Delivery.MODIFIED:
                 delivery.local.failed = True  # counts towards the broker's redelivery limit
             delivery.update(outcome)
             delivery.settle()
-        self._top_up(subscription)
+        return subscription
 
     def _top_up(self, subscription: _Subscription) -> None:
         link = subscription.link
         prefetch = subscription.spec.prefetch
-        credit = link.credit  # one call: proton's property is a round trip into C
+        credit = link.credit  # granted less taken (``advance``): see the module
         wanted = prefetch - credit - len(subscription.unsettled)
-        # In batches of half the window: one flow frame per delivery would double the traffic.
-        if wanted > 0 and (wanted >= prefetch // 2 or credit == 0):
+        if self.credit_overshoot and credit > 0:
+            wanted -= credit  # what is left may come twice (see the module)
+        # In batches of half the window: one flow frame per delivery would double the traffic;
+        # but at once when the credit ran out, or the broker would wait for the rest of a batch.
+        if wanted > 0 and (wanted >= prefetch // 2 or credit <= 0):
             link.flow(wanted)
 
     def _forget(self, subscription: _Subscription) -> None:
@@ -194,19 +246,18 @@ class Incoming:
         if token is not None:
             run_all(self._state.book.complete(token, None), self._state.report)
 
-    def on_delivery(self, delivery: Delivery) -> None:
-        link = delivery.link
+    def on_delivery(self, delivery: Delivery, link: Link) -> None:
+        """Decode a complete delivery of ``link`` (its event's own wrapper) and keep it for
+        :meth:`flush`."""
         subscription = self._by_name.get(link.name)
         if subscription is None or delivery.partial or not delivery.readable:
             return
         raw = link.recv(delivery.pending) or b""
         link.advance()
-        message = Message()
-        message.decode(raw)
         ack_id = f"{next(self._counter)}"
         spec = subscription.spec
-        item: Received = received(
-            message,
+        item = decode_received(
+            raw,
             subscription_id=spec.id,
             destination=spec.destination,
             ack_id=ack_id,
@@ -214,21 +265,37 @@ class Incoming:
         )
         subscription.unsettled[ack_id] = delivery
         self._ack_ids[ack_id] = subscription
+        self._ready.append((subscription, item))
+
+    def flush(self) -> None:
+        """Hand every decoded delivery to the listener, in order; then top up each
+        subscription that received some once (see the module)."""
+        if not self._ready:
+            return
+        ready, self._ready = self._ready, []
         state = self._state
-        try:
-            state.listener.on_message(state.session, item)
-        except Exception as exc:  # noqa: BLE001 - a raising listener must not end the session
-            state.report(exc)
-        if spec.ack == "auto" and self._by_id.get(spec.id) is subscription:
-            self._settle(ack_id, Delivery.ACCEPTED)
-        elif link.credit == 0:
-            # A delivery changes nothing the window is made of (one more unsettled, one less
-            # credit) but this: the credit ran out while some settled ones wait for a top-up
-            # smaller than half the window.
-            self._top_up(subscription)
+        on_message = state.listener.on_message
+        session = state.session
+        touched: dict[int, _Subscription] = {}
+        for subscription, item in ready:
+            try:
+                on_message(session, item)
+            except Exception as exc:  # noqa: BLE001 - a raising listener must not end the session
+                state.report(exc)
+            spec = subscription.spec
+            if spec.ack == "auto" and self._by_id.get(spec.id) is subscription:
+                self._settle(item.ack_id or "", Delivery.ACCEPTED)
+            touched[id(subscription)] = subscription
+        for subscription in touched.values():
+            if self._by_id.get(subscription.spec.id) is subscription:
+                # A delivery changes nothing the window is made of (one less credit, one more
+                # unsettled) but this: the credit ran out while settled ones wait for a top-up
+                # smaller than half the window; or ``auto`` ones were settled above.
+                self._top_up(subscription)
 
     def on_link_ended(self, link: Link, condition: Condition | None) -> bool:
         """The broker ended ``link`` (or its AMQP session); False if it is not ours."""
+        self.flush()  # what it delivered before reaches the listener before the end does
         subscription = self._by_name.get(link.name)
         if subscription is None:
             return False

@@ -16,6 +16,7 @@ thread and return: no call waits for the broker.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +33,7 @@ from failover_client.amqp._convert import MESSAGE_ID_HEADER, encode_message
 from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
 from failover_client.amqp._mismatch import STOMP_ANSWER, answers_stomp
-from failover_client.amqp._receiving import check_prefetch
+from failover_client.amqp._receiving import ACCEPT, NACK, RELEASE, Settlement, check_prefetch
 from failover_client.amqp._sending import Outbound
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
@@ -77,6 +78,9 @@ class AmqpSession:
             self, address, listener=listener, clock=clock, password=settings.password
         )
         self._close_timeout = settings.close_timeout
+        self._settle_lock = threading.Lock()
+        self._settlements: list[Settlement] = []
+        """Acks, nacks and releases for the container's next :meth:`_settle_queued`."""
         self._events = Events(self._state, settings)
         self._loop = ContainerThread(
             self._events,
@@ -212,15 +216,18 @@ class AmqpSession:
         was handed over: an ack given just before ``close()`` still reaches the broker (else
         the broker would deliver that message again to someone else).
         """
-        state = self._state
 
         def run() -> None:
-            with state.lock:
-                live = state.phase == "open" or (state.phase == "closed" and not state.shut)
-            if live:
+            if self._live():
                 call()
 
         return run
+
+    def _live(self) -> bool:
+        """Whether work handed over before now may still run (see :meth:`_when_open`)."""
+        state = self._state
+        with state.lock:
+            return state.phase == "open" or (state.phase == "closed" and not state.shut)
 
     def send(
         self,
@@ -280,20 +287,47 @@ class AmqpSession:
 
     def ack(self, message: Received) -> None:
         """Accept ``message`` (``client`` mode: and the earlier ones of its subscription)."""
-        ack_id = _ack_id(message)
-        self._post(self._when_open(lambda: self._events.incoming.ack(ack_id)))
+        self._settle(message, ACCEPT)
 
     def nack(self, message: Received) -> None:
         """A failed delivery: settled *modified* (``delivery-failed``), so the broker delivers
         it again and counts it towards its redelivery limit; towards RabbitMQ, which holds a
         modified delivery till the link ends, *released* (see ``_receiving``)."""
-        ack_id = _ack_id(message)
-        self._post(self._when_open(lambda: self._events.incoming.nack(ack_id)))
+        self._settle(message, NACK)
 
     def release(self, message: Received) -> None:
         """Settle ``message`` as released: redelivered, not counted as a failed delivery."""
-        ack_id = _ack_id(message)
-        self._post(self._when_open(lambda: self._events.incoming.release(ack_id)))
+        self._settle(message, RELEASE)
+
+    def _settle(self, message: Received, what: int) -> None:
+        """Queue a settlement; the container settles every queued one in one call.
+
+        A handler's acknowledgements come one per message from the engine's thread: one
+        posted call each would cost a closure, the mailbox and the container's dispatch per
+        message. The first one queued posts the call, which takes all queued by the time it
+        runs (in order; so one queued after a later post, an ``unsubscribe`` say, may be
+        settled before it: earlier than asked, never later).
+        """
+        state = self._state
+        if not state.is_open:
+            raise state.dead_error()
+        with self._settle_lock:
+            queue = self._settlements
+            queue.append((message.ack_id or "", what))
+            if len(queue) > 1:
+                return  # the call posted for the first is still to run: it takes this one
+        try:
+            self._post(self._settle_queued)
+        except BrokerUnavailable:
+            with self._settle_lock:
+                self._settlements = []  # the session is dead: none of them can be settled
+            raise
+
+    def _settle_queued(self) -> None:
+        with self._settle_lock:
+            queued, self._settlements = self._settlements, []
+        if self._live():
+            self._events.incoming.settle_all(queued)
 
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
         """A destination only this session reads (see :meth:`Session.private_destination`).
@@ -320,7 +354,3 @@ class AmqpSession:
             f"AmqpSession(broker={state.broker!r}, state={phase}, "
             f"outstanding={state.book.outstanding})"
         )
-
-
-def _ack_id(message: Received) -> str:
-    return message.ack_id or ""
