@@ -202,11 +202,16 @@ class Consumers:
         return any(s.inbox.holds(slot) for s in self._state.keeper.all())
 
     def _moved_on(self) -> None:
-        """A buffer or a handler moved on (any thread)."""
-        self._progress.set()
+        """A buffer or a handler moved on (any thread; twice per message handled)."""
+        # Both checks are read without a lock, as they run for every message. A set event is
+        # left as it is: a stop clears it before it looks at the buffers, so a change made
+        # before this call is seen by that look or wakes its wait. A watch added meanwhile is
+        # checked by ``when_flushed`` itself, after adding it.
+        if not self._progress.is_set():
+            self._progress.set()
+        if not self._flush_watch:
+            return
         with self._lock:
-            if not self._flush_watch:
-                return
             watched = list(self._flush_watch.items())
         for slot, flushed in watched:
             if self._holds(slot):

@@ -209,5 +209,11 @@ class Inbox:
             return self._taking
 
     def _wake_locked(self) -> None:
-        for event in self._waiters:
-            event.set()
+        # Each waiter is woken once and forgotten: the puts that follow, before it runs again
+        # (a burst read from one socket chunk), find no one to wake and skip the Event.set, a
+        # lock and a notify each, on the I/O thread's path. A woken taker that finds nothing
+        # (another took it) waits on a new event.
+        if self._waiters:
+            for event in self._waiters:
+                event.set()
+            self._waiters.clear()
