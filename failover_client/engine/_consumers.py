@@ -254,6 +254,7 @@ class Consumers:
 
     def _work(self, subscription: Subscription) -> None:
         inbox = subscription.inbox
+        batched = _batched(subscription)
         with running_on(self._clock):
             while (message := inbox.take(None)) is not None:  # None: the inbox stopped
                 source = message.session
@@ -263,7 +264,7 @@ class Consumers:
                     self._releases.hand_back(source, subscription, message.received, now=True)
                     inbox.finish(message, handled=False)
                     continue
-                self._handle(subscription, message)
+                self._handle(subscription, message, batched)
         self._ack_handled(subscription)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
@@ -272,7 +273,7 @@ class Consumers:
         if slot is not None:
             self._unsubscribe_on(slot, subscription.id)
 
-    def _handle(self, subscription: Subscription, message: Message) -> None:
+    def _handle(self, subscription: Subscription, message: Message, batched: bool) -> None:
         handler = subscription.handler
         assert handler is not None
         try:
@@ -288,7 +289,7 @@ class Consumers:
             if subscription.ack == "auto" or subscription.spec.ack != "client":
                 self._settle_quietly(message, nack=True)
         else:
-            if _batched(subscription):
+            if batched:
                 slot = message.session
                 # A session that stopped consuming it (being left) gets each one at once.
                 more = subscription.inbox.more_from(slot) and not (

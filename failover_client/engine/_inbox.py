@@ -180,8 +180,9 @@ class Inbox:
 
     def more_from(self, slot: object) -> bool:
         """Whether another message of ``slot`` waits besides the one being handled."""
-        with self._lock:
-            return self._holding.get(slot, 0) > 1
+        # Read without the lock (once per message handled): a dict lookup is atomic, and the
+        # answer may change right after it with or without the lock.
+        return self._holding.get(slot, 0) > 1
 
     def holds(self, slot: object) -> bool:
         """Whether a message of session ``slot`` is buffered here or still being handled."""

@@ -20,9 +20,53 @@ import re
 
 from stomp.utils import Frame, _unescape_header
 
-__all__ = ["parse_frame"]
+__all__ = ["parse_frame", "split_frames"]
 
 _ESCAPE = re.compile(r"\\.")
+_CONTENT_LENGTH = re.compile(b"^content-length[:]\\s*(?P<value>[0-9]+)", re.MULTILINE)
+"""stomp.py's own pattern (``BaseTransport.__content_length_re``)."""
+
+
+def split_frames(buffer: bytes) -> tuple[list[bytes], int]:
+    """The whole frames at the start of ``buffer`` (without their NUL), and where the rest
+    (an unfinished frame) begins: stomp.py's ``BaseTransport.__read`` split, by offsets.
+
+    stomp.py cuts each frame off the front of its buffer, copying what follows every time, and
+    finds each frame's header block with a regular expression's alternation: per frame, that
+    is a copy of the rest of the chunk read and a scan a character at a time. Here the buffer
+    is sliced once per frame. The rules are stomp.py's: a frame ends at the first NUL, unless a
+    ``content-length`` header (the first line that starts with it) reaches further, when it
+    ends after that many body bytes (and waits for more when the buffer is not longer than
+    that); the ``\\n`` bytes after a NUL are skipped.
+    """
+    frames: list[bytes] = []
+    find = buffer.find
+    size = len(buffer)
+    start = 0
+    while True:
+        nul = find(b"\x00", start)
+        if nul < 0:
+            break
+        end = nul
+        blank = find(b"\n\n", start, nul)
+        crlf = find(b"\r\n\r\n", start, nul if blank < 0 else blank + 3)
+        if crlf >= 0:
+            blank, body = crlf, crlf + 4
+        else:
+            body = blank + 2
+        if blank >= 0:
+            found = _CONTENT_LENGTH.search(buffer[start:blank])
+            if found is not None:
+                last = body + int(found.group("value"))
+                if last > nul:  # the body holds a NUL
+                    if last >= size:
+                        break  # not all read yet
+                    end = last
+        frames.append(buffer[start:end])
+        start = end + 1
+        while start < size and buffer[start] == 10:  # "\n"
+            start += 1
+    return frames, start
 
 
 def parse_frame(frame: bytes) -> Frame | None:
