@@ -16,7 +16,8 @@ consumer's alone. The config names the client:
 
 The handler sleeps ``delay`` seconds (the slow handler), records the ``bench-id`` of every
 message it handled (and of every message it acknowledged itself) and, with ``count``, notes
-when the ``count``-th message was handled (the throughput run). Protocol on stdin/stdout, one
+when the ``count``-th message was handled, and the process's CPU time (all its threads) in
+between (the throughput run). Protocol on stdin/stdout, one
 line each: the child prints ``ready`` once the subscription is in place; then ``report``
 prints the counters as JSON, ``close <seconds>`` times the client's close (``close(drain=s)``
 when seconds > 0) with a deadline (``close_deadline``, default 20 s), prints the counters and
@@ -56,6 +57,9 @@ class Counters:
         self.acked_ids: list[str] = []
         self.first_at: float | None = None
         self.done_at: float | None = None
+        self.cpu_first: float | None = None
+        self.cpu_done: float | None = None
+        """The process's CPU time (every thread) at the first and the count-th message."""
         self.done = threading.Event()
 
     def handle(self, ident: str | None, ack: Callable[[], None] | None) -> None:
@@ -66,6 +70,7 @@ class Counters:
         with self.lock:
             if self.first_at is None:
                 self.first_at = now
+                self.cpu_first = time.process_time()
             self.handled += 1
             if ack is not None:
                 self.acked += 1
@@ -75,6 +80,7 @@ class Counters:
                     self.acked_ids.append(ident)
             if self.count and self.handled == self.count:
                 self.done_at = now
+                self.cpu_done = time.process_time()
                 self.done.set()
         # Counted before it is acknowledged: a process ended in between leaves a duplicate on
         # the broker (allowed), never an acknowledged message counted as unhandled.
@@ -91,6 +97,9 @@ class Counters:
                 "seconds_to_count": None
                 if self.done_at is None or self.first_at is None
                 else round(self.done_at - self.first_at, 4),
+                "cpu_seconds_to_count": None
+                if self.cpu_done is None or self.cpu_first is None
+                else round(self.cpu_done - self.cpu_first, 4),
             }
             if self.keep_ids:
                 out["handled_ids"] = list(self.handled_ids)

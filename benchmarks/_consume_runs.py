@@ -223,8 +223,9 @@ def throughput_pairs(protocol: str, prefetch: int = PREFETCH) -> list[tuple[Case
     ]
 
 
-def run_throughput(target: Target, case: Case, count: int) -> float | None:
-    """Messages per second a no-op handler consumed ``count`` pre-queued 1 KiB messages at."""
+def run_throughput(target: Target, case: Case, count: int) -> tuple[float | None, float | None]:
+    """(messages per second, the consumer process's CPU microseconds per message) at which a
+    no-op handler consumed ``count`` pre-queued 1 KiB messages."""
     queue, dest = target.new_queue()
     sent = target.produce(dest, SMALL, 0.0, 0.0, count=count)
     cfg = target.config(case.client, dest, count=sent, **case.extra())
@@ -235,7 +236,9 @@ def run_throughput(target: Target, case: Case, count: int) -> float | None:
         child.kill()
     seconds = result.get("seconds_to_count")
     rate = None if not seconds else (sent - 1) / seconds
-    log(f"throughput {target.name:15} {case.label:36} {rate or 0:9,.0f} msg/s")
+    cpu = result.get("cpu_seconds_to_count")
+    cpu_us = None if cpu is None or sent < 2 else round(cpu / (sent - 1) * 1e6, 1)
+    log(f"throughput {target.name:15} {case.label:36} {rate or 0:9,.0f} msg/s  {cpu_us} us CPU/msg")
     if result.get("handled", 0) < sent:
         target.left(queue, dest)  # empty the queue of a run that fell short
-    return rate
+    return rate, cpu_us

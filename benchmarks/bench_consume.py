@@ -27,7 +27,9 @@ raw consumer after the measured one has gone, id by id.
 3. Throughput with a no-op handler: 20,000 (``--quick`` 10,000) 1 KiB messages queued first,
    then consumed; rate from the first message handled to the last; ours vs the raw client with
    the same ack mode and prefetch, both in each repetition in alternating order, median of 3.
-   Target >= 0.9x.
+   Target >= 0.9x. Beside the rates, the consumer process's CPU time per message (all its
+   threads, first message to last): on shared cores the rate swings with the neighbours' load,
+   the CPU a consumer spends per message much less.
 
 The machine's cores are shared: read the ratios and counts, not the absolute times.
 """
@@ -143,13 +145,17 @@ def measure_throughput(
     out = []
     for ours, raw in throughput_pairs(target.protocol, prefetch):
         rates: dict[str, list[float]] = {ours.label: [], raw.label: []}
+        cpus: dict[str, list[float]] = {ours.label: [], raw.label: []}
         ratios = []
         for rep in range(reps):
             order = (ours, raw) if rep % 2 == 0 else (raw, ours)
-            got = {case.label: run_throughput(target, case, count) for case in order}
-            for label, rate in got.items():
+            runs = {case.label: run_throughput(target, case, count) for case in order}
+            got = {label: rate for label, (rate, _) in runs.items()}
+            for label, (rate, cpu) in runs.items():
                 if rate is not None:
                     rates[label].append(rate)
+                if cpu is not None:
+                    cpus[label].append(cpu)
             if got[ours.label] and got[raw.label]:
                 ratios.append(got[ours.label] / got[raw.label])  # type: ignore[operator]
         med = {k: statistics.median(v) if v else None for k, v in rates.items()}
@@ -164,10 +170,21 @@ def measure_throughput(
                 "median_raw": med[raw.label],
                 "ratio_of_medians": ratio,
                 "median_paired_ratio": round(statistics.median(ratios), 3) if ratios else None,
+                "cpu_us_per_message": cpus,
+                "median_cpu_us_ours": statistics.median(cpus[ours.label])
+                if cpus[ours.label]
+                else None,
+                "median_cpu_us_raw": statistics.median(cpus[raw.label])
+                if cpus[raw.label]
+                else None,
                 "met": None if ratio is None else ratio >= THROUGHPUT_TARGET,
             }
         )
     return out
+
+
+def _cpu(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def throughput_rows(results: list[dict[str, Any]]) -> list[list[object]]:
@@ -184,6 +201,8 @@ def throughput_rows(results: list[dict[str, Any]]) -> list[list[object]]:
             "-" if r["ratio_of_medians"] is None else f"{r['ratio_of_medians']:.2f}x",
             "-" if r["median_paired_ratio"] is None else f"{r['median_paired_ratio']:.2f}x",
             "pass" if r["met"] else "FAIL",
+            _cpu(r.get("median_cpu_us_ours")),
+            _cpu(r.get("median_cpu_us_raw")),
         ]
         for r in results
     ]
@@ -294,7 +313,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         text += table(
             f"Throughput, no-op handler, {args.count:,} x 1 KiB pre-queued, "
             f"median of {args.reps}, prefetch {args.prefetch} (msg/s)",
-            ["broker", "ours", "msg/s", "raw", "msg/s", "ratio", "paired ratio", "result"],
+            [
+                "broker",
+                "ours",
+                "msg/s",
+                "raw",
+                "msg/s",
+                "ratio",
+                "paired ratio",
+                "result",
+                "CPU us/msg ours",
+                "CPU us/msg raw",
+            ],
             throughput_rows(throughput),
         )
     result = {

@@ -205,11 +205,16 @@ class Consumers:
         return any(s.inbox.holds(slot) for s in self._state.keeper.all())
 
     def _moved_on(self) -> None:
-        """A buffer or a handler moved on (any thread)."""
-        self._progress.set()
+        """A buffer or a handler moved on (any thread; twice per message handled)."""
+        # Both checks are read without a lock, as they run for every message. A set event is
+        # left as it is: a stop clears it before it looks at the buffers, so a change made
+        # before this call is seen by that look or wakes its wait. A watch added meanwhile is
+        # checked by ``when_flushed`` itself, after adding it.
+        if not self._progress.is_set():
+            self._progress.set()
+        if not self._flush_watch:
+            return
         with self._lock:
-            if not self._flush_watch:
-                return
             watched = list(self._flush_watch.items())
         for slot, flushed in watched:
             if self._holds(slot):
@@ -252,6 +257,7 @@ class Consumers:
 
     def _work(self, subscription: Subscription) -> None:
         inbox = subscription.inbox
+        batched = _batched(subscription)
         with running_on(self._clock):
             while (message := inbox.take(None)) is not None:  # None: the inbox stopped
                 source = message.session
@@ -261,7 +267,7 @@ class Consumers:
                     self._releases.hand_back(source, subscription, message.received, now=True)
                     inbox.finish(message, handled=False)
                     continue
-                self._handle(subscription, message)
+                self._handle(subscription, message, batched)
         self._ack_handled(subscription)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
@@ -270,7 +276,7 @@ class Consumers:
         if slot is not None:
             self._unsubscribe_on(slot, subscription.id)
 
-    def _handle(self, subscription: Subscription, message: Message) -> None:
+    def _handle(self, subscription: Subscription, message: Message, batched: bool) -> None:
         handler = subscription.handler
         assert handler is not None
         if self.observer is not None:
@@ -288,7 +294,7 @@ class Consumers:
             if subscription.ack == "auto" or subscription.spec.ack != "client":
                 self._settle_quietly(message, nack=True)
         else:
-            if _batched(subscription):
+            if batched:
                 slot = message.session
                 # A session that stopped consuming it (being left) gets each one at once.
                 more = subscription.inbox.more_from(slot) and not (

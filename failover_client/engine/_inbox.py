@@ -180,8 +180,9 @@ class Inbox:
 
     def more_from(self, slot: object) -> bool:
         """Whether another message of ``slot`` waits besides the one being handled."""
-        with self._lock:
-            return self._holding.get(slot, 0) > 1
+        # Read without the lock (once per message handled): a dict lookup is atomic, and the
+        # answer may change right after it with or without the lock.
+        return self._holding.get(slot, 0) > 1
 
     def holds(self, slot: object) -> bool:
         """Whether a message of session ``slot`` is buffered here or still being handled."""
@@ -209,5 +210,11 @@ class Inbox:
             return self._taking
 
     def _wake_locked(self) -> None:
-        for event in self._waiters:
-            event.set()
+        # Each waiter is woken once and forgotten: the puts that follow, before it runs again
+        # (a burst read from one socket chunk), find no one to wake and skip the Event.set, a
+        # lock and a notify each, on the I/O thread's path. A woken taker that finds nothing
+        # (another took it) waits on a new event.
+        if self._waiters:
+            for event in self._waiters:
+                event.set()
+            self._waiters.clear()

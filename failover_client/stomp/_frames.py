@@ -202,31 +202,39 @@ def check_handshake_bytes(prefix: bytes) -> bool | None:
 
 
 def received_from_frame(
-    headers: Mapping[str, str], body: bytes | str | None, version: str
+    headers: Mapping[str, str], body: bytes | str | None, version: str, *, own: bool = False
 ) -> Received:
     """A MESSAGE frame's headers and body as the manager sees it.
 
+    ``own``: ``headers`` is a dictionary made for this frame alone (the parser's), kept as it
+    is rather than copied: this runs once per message consumed, on the I/O thread.
+
     Raises :class:`ProtocolViolation` when the frame lacks the headers STOMP requires.
     """
-    missing = [h for h in ("destination", "message-id", "subscription") if h not in headers]
-    if missing:
-        raise ProtocolViolation(f"MESSAGE frame without the {', '.join(missing)} header(s)")
+    try:
+        subscription_id = headers["subscription"]
+        destination = headers["destination"]
+        message_id = headers["message-id"]
+    except KeyError:
+        missing = [h for h in ("destination", "message-id", "subscription") if h not in headers]
+        raise ProtocolViolation(
+            f"MESSAGE frame without the {', '.join(missing)} header(s)"
+        ) from None
     if body is None:
         data = b""
     elif isinstance(body, str):
         data = body.encode("utf-8")
     else:
         data = bytes(body)
-    message_id = headers["message-id"]
-    ack_id = headers.get("ack") if version == "1.2" else message_id
+    redelivered = headers.get("redelivered")
     return Received(
-        subscription_id=headers["subscription"],
-        destination=headers["destination"],
+        subscription_id=subscription_id,
+        destination=destination,
         body=data,
-        headers=dict(headers),
+        headers=headers if own and type(headers) is dict else dict(headers),
         message_id=message_id,
-        ack_id=ack_id,
-        redelivered=headers.get("redelivered", "false").strip().lower() == "true",
+        ack_id=headers.get("ack") if version == "1.2" else message_id,
+        redelivered=redelivered is not None and redelivered.strip().lower() == "true",
     )
 
 

@@ -68,7 +68,7 @@ class FrameEvents:
     def on_message(self, frame: Any) -> None:
         state = self._state
         try:
-            message = received_from_frame(frame.headers, frame.body, state.version)
+            message = received_from_frame(frame.headers, frame.body, state.version, own=True)
         except ProtocolViolation as exc:
             state.report(ProtocolViolation(str(exc), broker=state.broker))
             return

@@ -17,7 +17,9 @@ Two more hooks:
 * ``process_frame`` reports frames whose command STOMP does not define, and hands a MESSAGE
   to the listeners' ``on_message`` directly.
 * ``_BaseTransport__read_frames`` is stomp.py's own loop over the frames read, with the
-  header parser of ``_decode`` (the same frames, a fraction of the work per header).
+  header parser of ``_decode`` (the same frames, a fraction of the work per header), and
+  ``_BaseTransport__read`` its read of one burst, with the frame split of ``_decode`` (the
+  same frames, without a copy of the rest of the buffer per frame).
 
 A cap on one inbound frame (``max_frame_size``, header block and body): stomp.py reads until
 it sees a NUL and keeps everything it read, so a peer that never ends a frame would grow
@@ -45,6 +47,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from stomp import exception as stomp_exception
 from stomp import log as stomp_log
 from stomp import utils as stomp_utils
 from stomp.transport import Transport
@@ -52,7 +55,7 @@ from stomp.transport import Transport
 from failover_client._clock import Clock
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render
-from failover_client.stomp._decode import parse_frame
+from failover_client.stomp._decode import parse_frame, split_frames
 
 __all__ = ["BoundTransport"]
 
@@ -333,6 +336,38 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             if self._BaseTransport__auto_decode:
                 parsed.body = stomp_utils.decode(parsed.body)
             self.process_frame(parsed, frame)
+
+    def _BaseTransport__read(self) -> list[bytes]:
+        # stomp.py 9's __read: read until a chunk holds a NUL (or a lone EOL, a heart-beat, to
+        # an empty buffer), then split what was gathered into frames (see split_frames).
+        is_eol = self._BaseTransport__is_eol
+        chunks: list[bytes] = []
+        while self.running:
+            try:
+                try:
+                    data = self.receive()
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    break
+                except stomp_exception.InterruptedException:
+                    continue
+            except Exception:  # noqa: BLE001 - stomp.py's own rule: a failed read ends the loop
+                data = b""
+            if not data:
+                if not self.blocking:
+                    break  # TLS: no record complete yet (receive ends the loop on a real EOF)
+                raise stomp_exception.ConnectionClosedException()
+            if is_eol(data) and not self._BaseTransport__recvbuf and not chunks:
+                return [data]
+            chunks.append(data)
+            if b"\x00" in data:
+                break
+        buffer = self._BaseTransport__recvbuf + b"".join(chunks)
+        if not buffer or not self.running:
+            self._BaseTransport__recvbuf = buffer
+            return []
+        frames, rest = split_frames(buffer)
+        self._BaseTransport__recvbuf = buffer[rest:] if rest else buffer
+        return frames
 
     def process_frame(self, f: Any, frame_str: bytes) -> None:
         # stomp.py has cut this frame off its buffer; what it keeps is the next frame's start.
