@@ -475,6 +475,7 @@ def _watch(observation: SendObservation, message: OutboundMessage | None, slot: 
     if future is None:
         safely(observation.finished, None, slot.address)
         return
+    assert isinstance(future, Future)  # an observed send never gets a Latch (see _enqueue)
 
     def done(settled: Future[None]) -> None:
         written = message.session if message is not None else None
