@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from failover_client.uri import BrokerAddress, FailoverOptions, parse
+from failover_client.uri import BrokerAddress, FailoverOptions, parse, wrote_retry_options
 from test_manager_support import A, B, C, assert_threads_gone, make, running
 
 from failover_client import AllBrokersFailed, BrokerUnavailable, ConfigurationError
 from failover_client._events import Connected, ReconnectWarning
 from failover_client.engine._decide import Dial, Expire, Step, View, decide
-from failover_client.engine._startup import StartupNotice, expired, wrote_retry_options
+from failover_client.engine._startup import StartupNotice, expired
 
 # --- the decision -------------------------------------------------------------------------------
 

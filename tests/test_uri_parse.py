@@ -28,6 +28,7 @@ def test_public_surface_is_pinned():
             "DEFAULT_PORTS",
             "MEMBER_PARAMS",
             "OPTION_TABLE",
+            "RETRY_FIELDS",
             "SCHEMES",
             "AttemptUnit",
             "BrokerAddress",
@@ -53,6 +54,7 @@ def test_public_surface_is_pinned():
             "parse",
             "redact_value",
             "unused_member_params",
+            "wrote_retry_options",
         ]
     )
 

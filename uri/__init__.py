@@ -14,7 +14,7 @@ from ._agent import AGENT_SCHEMES, DiscoveryAgent
 from ._build import build, dialect_defaults
 from ._explain import ExplainRow, explain
 from ._format import format_uri
-from ._members import MEMBER_PARAMS, unused_member_params
+from ._members import MEMBER_PARAMS, RETRY_FIELDS, unused_member_params, wrote_retry_options
 from ._model import Component, Dialect, FailoverURI, Form
 from ._options import (
     AttemptUnit,
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "MEMBER_PARAMS",
     "OPTION_TABLE",
+    "RETRY_FIELDS",
     "SCHEMES",
     "AttemptUnit",
     "BrokerAddress",
@@ -65,4 +66,5 @@ __all__ = [
     "parse",
     "redact_value",
     "unused_member_params",
+    "wrote_retry_options",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "check_member_pairs",
     "single_startup",
     "unused_member_params",
+    "wrote_retry_options",
 ]
 
 MEMBER_PARAMS: dict[str, str] = {
@@ -60,6 +61,16 @@ RETRY_FIELDS = (
 )
 """:class:`FailoverOptions` fields that shape a reconnect run: writing any of them in a URI
 means the user chose the start-up behaviour."""
+
+
+def wrote_retry_options(options: FailoverOptions) -> bool:
+    """Whether the URI (or the options given) spelled out any of :data:`RETRY_FIELDS`.
+
+    Options built in code (``FailoverOptions(...)`` without a URI) have no spellings: they
+    count as "not written".
+    """
+    return any(options.source_of(name) is not None for name in RETRY_FIELDS)
+
 
 SINGLE_STARTUP = "plain broker URI"
 """The source recorded for the start-up limit a one-broker URI gets (see
@@ -117,7 +128,7 @@ def single_startup(options: FailoverOptions) -> FailoverOptions:
     for any URI. Writing any retry option (``startupMaxReconnectAttempts=-1``) or wrapping the
     member in ``failover:(...)`` restores the unlimited start-up.
     """
-    if any(options.source_of(name) is not None for name in RETRY_FIELDS):
+    if wrote_retry_options(options):
         return options
     return options.replace(
         startup_max_reconnect_attempts=0,

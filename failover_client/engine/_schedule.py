@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from failover_client._errors import OptionError
+from failover_client.uri import RETRY_FIELDS
 
 if TYPE_CHECKING:
     from tenacity.stop import stop_base
@@ -276,16 +277,7 @@ def infer_style(options: FailoverOptions) -> ReconnectStyle:
         return options.dialect
     if options.attempt_unit == "broker":
         return "artemis"
-    for name in (
-        "initial_reconnect_delay",
-        "reconnect_delay",
-        "max_reconnect_delay",
-        "use_exponential_backoff",
-        "backoff_multiplier",
-        "max_reconnect_attempts",
-        "startup_max_reconnect_attempts",
-        "warn_after_reconnect_attempts",
-    ):
+    for name in RETRY_FIELDS:
         spelling = options.source_of(name)
         if spelling is not None and spelling.startswith("failover."):
             return "qpid"

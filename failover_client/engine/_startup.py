@@ -25,45 +25,24 @@ from failover_client._errors import AllBrokersFailed, BrokerUnavailable, Connect
 from failover_client._events import Event, ReconnectWarning
 from failover_client._hosts import shown_list
 from failover_client.engine._state import ConnectionState
-from failover_client.uri import FailoverOptions
+from failover_client.uri import wrote_retry_options
 
 __all__ = [
-    "RETRY_FIELDS",
     "StartupNotice",
     "bounded",
     "expired",
     "startup_error",
-    "wrote_retry_options",
+    "wrote_retry_options",  # uri's, named here beside the notice it switches
 ]
 
 _log = logging.getLogger("failover_client")
 
-RETRY_FIELDS = (
-    "initial_reconnect_delay",
-    "reconnect_delay",
-    "max_reconnect_delay",
-    "use_exponential_backoff",
-    "backoff_multiplier",
-    "max_reconnect_attempts",
-    "startup_max_reconnect_attempts",
-    "warn_after_reconnect_attempts",
-)
-"""The options that shape a reconnect run; writing any of them opts out of the notice."""
 
 NOTICE_INTERVAL = 60.0
 """Seconds between two start-up notices while the run goes on (the first is at once)."""
 
 _SHOWN = 8
 """Brokers named in one notice; the event carries every cause."""
-
-
-def wrote_retry_options(options: FailoverOptions) -> bool:
-    """Whether the URI (or the options given) spelled out any reconnect-schedule option.
-
-    Options built in code (``FailoverOptions(...)`` without a URI) have no spellings: they
-    count as "not written", so their user gets the notice too (a warning is cheap).
-    """
-    return any(options.source_of(name) is not None for name in RETRY_FIELDS)
 
 
 class StartupNotice:
