@@ -58,7 +58,14 @@ _log = logging.getLogger("failover_client")
 AckMode = Literal["auto", "client", "client-individual"]
 
 ConfirmCallback = Callable[[BaseException | None], None]
-"""Called once per confirmed send: ``None`` on success, the error (already mapped) otherwise."""
+"""Called once per confirmed send: ``None`` on success, the error (already mapped) otherwise.
+
+The engine's callbacks also carry ``confirm_together``, a callable shared by all callbacks of
+one connection: ``cb.confirm_together([cb1, cb2, ...])`` is the same as calling each with
+``None``, in one pass. An adapter that confirms many sends by one answer (a transaction's
+COMMIT) may use it (``failover_client.net._completions.confirm_all`` does); calling each
+callback is always correct.
+"""
 
 
 @dataclass(frozen=True)

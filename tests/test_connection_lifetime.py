@@ -116,7 +116,7 @@ def test_every_call_in_a_forked_child_raises_and_close_touches_nothing(
     parent = os.getpid()
     conn.send("/queue/q", b"before")
     session = connector.session(A)
-    monkeypatch.setattr(_lifetime.os, "getpid", lambda: parent + 1)
+    monkeypatch.setattr(_lifetime, "current_pid", lambda: parent + 1)
     calls = [
         lambda: conn.send("/queue/q", b"x"),
         lambda: conn.send("/queue/q", b"x", confirm=False),
@@ -155,7 +155,7 @@ def test_repr_in_a_forked_child_takes_no_lock(monkeypatch: pytest.MonkeyPatch) -
     conn = connected(FakeConnector(clock=clock), clock)
     parent = os.getpid()
     with conn._state.cond:  # held by a thread that a child would not have
-        monkeypatch.setattr(_lifetime.os, "getpid", lambda: parent + 1)
+        monkeypatch.setattr(_lifetime, "current_pid", lambda: parent + 1)
         assert repr(conn) == f"<FailoverConnection made in process {parent}, unusable here>"
         monkeypatch.undo()
     conn.close()
@@ -166,7 +166,7 @@ def test_the_finalizer_in_a_forked_child_closes_nothing(monkeypatch: pytest.Monk
     connector = FakeConnector(clock=clock)
     conn = connected(connector, clock)
     parts, guard = conn._parts, conn._guard
-    monkeypatch.setattr(_lifetime.os, "getpid", lambda: guard.pid + 1)
+    monkeypatch.setattr(_lifetime, "current_pid", lambda: guard.pid + 1)
     _lifetime.finalize_dropped(parts, guard, "test")
     monkeypatch.undo()
     assert connector.live_sessions() == [connector.session(A)]
@@ -193,7 +193,7 @@ def test_a_message_or_subscription_kept_across_fork_cannot_ack_or_unsubscribe(
     assert arrived.wait(SAFETY_TIMEOUT)
     message = got[0]
     parent = os.getpid()
-    monkeypatch.setattr(_lifetime.os, "getpid", lambda: parent + 1)
+    monkeypatch.setattr(_lifetime, "current_pid", lambda: parent + 1)
     for call in (message.ack, message.nack, subscription.unsubscribe):  # type: ignore[attr-defined]
         with pytest.raises(ConfigurationError, match=f"made in process {parent}"):
             call()
@@ -204,3 +204,19 @@ def test_a_message_or_subscription_kept_across_fork_cannot_ack_or_unsubscribe(
     message.ack()  # type: ignore[attr-defined]
     assert len(session.acks) == 1
     conn.close()
+
+
+def test_the_process_id_the_guard_reads_follows_a_real_fork() -> None:
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child reports what the guard would read there, and ends at once
+        os.write(write_end, str(_lifetime.current_pid()).encode())
+        os._exit(0)
+    os.close(write_end)
+    try:
+        seen = int(os.read(read_end, 64))
+    finally:
+        os.close(read_end)
+        os.waitpid(child, 0)
+    assert seen == child
+    assert _lifetime.current_pid() == os.getpid() != child

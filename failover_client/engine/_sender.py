@@ -22,18 +22,19 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
 from typing import Literal
 
 from failover_client._clock import Clock
-from failover_client._errors import BrokerRefused, ConnectionFailure, SendTimeout
+from failover_client._errors import ConnectionFailure, SendTimeout
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
 from failover_client.engine._dedup import DUPLICATE_ID_HEADER
+from failover_client.engine._future import SendFuture
 from failover_client.engine._latch import Latch
 from failover_client.engine._observe import Observer, SendObservation, safely
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._sender_poison import PoisonSearch, resent
+from failover_client.engine._settle import Confirmation, Settling
 from failover_client.engine._slot import Lifecycle, Slot
 from failover_client.engine._sync import ClockCondition
 from failover_client.uri import FailoverOptions
@@ -61,7 +62,7 @@ class SendCounters:
     evicted: int = 0
 
 
-class Sender(PoisonSearch):
+class Sender(PoisonSearch, Settling):
     """Sends of one connection: submit, write, confirm, wait, flush, replay."""
 
     def __init__(
@@ -73,6 +74,7 @@ class Sender(PoisonSearch):
         lifecycle: Lifecycle,
         message_ids: MessageIds,
     ) -> None:
+        super().__init__()
         self._cond = cond
         self._life = lifecycle
         self._clock = clock
@@ -231,14 +233,11 @@ class Sender(PoisonSearch):
                 return slot, None
             future: Future[None] | Latch | None = None
             if kind == "confirmed":
-                if blocking and observation is None:
-                    # Only wait_confirmed reads it: a latch costs less than a Future (an
-                    # observed send keeps the Future, whose callback ends its observation).
-                    future = Latch(self._clock)
-                else:
-                    future = Future()
-                    # A running future cannot be cancelled: its outcome belongs to the broker.
-                    future.set_running_or_notify_cancel()
+                # Only wait_confirmed reads a blocking send's outcome: a latch costs less than
+                # a Future (an observed send keeps the Future, whose callback ends its
+                # observation). A send_async future is running from the start (its outcome
+                # belongs to the broker) and has no condition variable until someone waits.
+                future = Latch(self._clock) if blocking and observation is None else SendFuture()
             assert message_id is not None  # only untracked sends go without an id
             message = outbox.new(
                 message_id=message_id,
@@ -324,7 +323,7 @@ class Sender(PoisonSearch):
                 message.destination,
                 message.body,
                 message.headers,
-                partial(self._confirmed, message, slot),
+                Confirmation(self, message, slot),
             )
         except ConnectionFailure as exc:
             # Still in the outbox: it is replayed on the next session.
@@ -332,34 +331,7 @@ class Sender(PoisonSearch):
         except Exception as exc:  # noqa: BLE001 - the adapter refused this one message
             self._finish(message, exc)
 
-    # --- confirmations -----------------------------------------------------------------------
-
-    def _confirmed(self, message: OutboundMessage, slot: Slot, error: BaseException | None) -> None:
-        """A session's on_confirm callback (adapter thread)."""
-        if error is not None and isinstance(error, ConnectionFailure):
-            # The session died before confirming: the message will be replayed. Whether the
-            # adapter says the broker may have read it decides if it is a suspect.
-            if message.session is slot:
-                message.refused_with = isinstance(error, BrokerRefused)
-            return
-        if error is not None and message.session is not slot:
-            return  # a verdict from a session the message already left; the replay decides
-        self._finish(message, error)
-
-    def _finish(self, message: OutboundMessage, error: BaseException | None) -> None:
-        with self._cond:
-            if not self._outbox.settle(message):
-                return
-            if error is None:
-                self._counters.confirmed += 1
-            else:
-                self._counters.rejected += 1
-            self._cond.notify_all()
-        if message.future is not None:
-            if error is None:
-                message.future.set_result(None)
-            else:
-                message.future.set_exception(error)
+    # --- confirmations (the verdicts: ._settle) ----------------------------------------------
 
     def wait_confirmed(self, message: OutboundMessage, deadline: SendDeadline) -> None:
         """Block until ``message`` is confirmed; SendTimeout (and forget it) after ``deadline``.

@@ -9,13 +9,13 @@ protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from failover_client._errors import BrokerUnavailable
 from failover_client.adapter import ConfirmCallback
 
-__all__ = ["Completion", "dead_error", "run_all"]
+__all__ = ["Completion", "confirm_all", "dead_error", "run_all"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,32 @@ def run_all(
             completion.run()
         except Exception as exc:  # noqa: BLE001 - reported by on_error; the rest still run
             on_error(exc)
+
+
+def confirm_all(
+    callbacks: Sequence[ConfirmCallback], on_error: Callable[[BaseException], None]
+) -> None:
+    """Tell ``callbacks`` in order that their sends were confirmed, in as few calls as possible.
+
+    A run of callbacks that carry the same ``confirm_together`` (see
+    :data:`~failover_client.adapter.ConfirmCallback`) is confirmed by one call of it; any
+    other callback is called with None. Errors are isolated as in :func:`run_all`.
+    """
+    start, count = 0, len(callbacks)
+    while start < count:
+        together = getattr(callbacks[start], "confirm_together", None)
+        end = start + 1
+        if together is not None:
+            while end < count and getattr(callbacks[end], "confirm_together", None) is together:
+                end += 1
+        try:
+            if together is None:
+                callbacks[start](None)
+            else:
+                together(callbacks[start:end])
+        except Exception as exc:  # noqa: BLE001 - reported by on_error; the rest still run
+            on_error(exc)
+        start = end
 
 
 def dead_error(phase: str, cause: BaseException | None, *, broker: str) -> BrokerUnavailable:

@@ -34,6 +34,16 @@ def escape_headers(headers: Mapping[str, str], version: str) -> dict[str, str]:
     Names are not escaped (stomp.py writes them as given; the adapter refuses names that
     would need it).
     """
+    # Most values need nothing: four scans of all of them at once (in C) instead of four
+    # replaces per value, a tenth of a pipelined send's CPU.
+    joined = "".join(headers.values())
+    if (
+        "\\" not in joined
+        and "\n" not in joined
+        and ":" not in joined
+        and (version != "1.2" or "\r" not in joined)
+    ):
+        return dict(headers)
     escape = _escape_12 if version == "1.2" else _escape_11
     return {name: escape(value) for name, value in headers.items()}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ProtocolViolation
 from failover_client._throttle import LogThrottle
-from failover_client.net._completions import Completion
+from failover_client.net._completions import confirm_all
 from failover_client.stomp._batch import Outcome
 from failover_client.stomp._errors import (
     broker_error_text,
@@ -276,12 +276,9 @@ class FrameEvents:
         if verdict == "retry":
             self._outbound.resend_alone(sends)
             return
-        completions: list[Completion] = []
-        for send in sends:
-            completion = self._state.receipts.committed(send.receipt)
-            if completion is not None:
-                completions.append(completion)
-        self._state.complete(completions)
+        state = self._state
+        callbacks = state.receipts.committed_all(send.receipt for send in sends)
+        confirm_all(callbacks, state.report)
 
 
 def mismatch_hint(sniffed: bytes) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
+from collections.abc import Iterable
 
 from failover_client.adapter import ConfirmCallback
 from failover_client.net._completions import Completion
@@ -138,6 +139,20 @@ class ReceiptBook:
             callback = self._waiting.pop(receipt, None)
         return None if callback is None else Completion(callback, None)
 
+    def committed_all(self, receipts: Iterable[str]) -> list[ConfirmCallback]:
+        """A COMMIT's receipt confirmed the sends of ``receipts``: their callbacks, in order,
+        taken out of the book in one pass (those already answered or failed are skipped)."""
+        callbacks: list[ConfirmCallback] = []
+        with self._lock:
+            held = self._held
+            pop = self._waiting.pop
+            for receipt in receipts:
+                held.discard(receipt)
+                callback = pop(receipt, None)
+                if callback is not None:
+                    callbacks.append(callback)
+        return callbacks
+
     def reject(self, receipt: str, error: BaseException) -> Completion | None:
         """An ERROR named ``receipt``: the broker refused the frame carrying it.
 
@@ -185,8 +200,9 @@ class ReceiptBook:
 
     @property
     def outstanding(self) -> int:
-        with self._lock:
-            return len(self._waiting)
+        """Receipts awaited. Without the lock: the length of a dict is read atomically, and
+        every queued send asks (a lone one goes inline)."""
+        return len(self._waiting)
 
     def __repr__(self) -> str:
         state = "failed" if self._closed_by is not None else "open"

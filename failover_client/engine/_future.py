@@ -1,0 +1,95 @@
+"""The future of one ``send_async``: a real :class:`~concurrent.futures.Future` that costs
+nothing until someone waits on it.
+
+A pipelined send returns a future that most applications never look at (they ``flush()``), yet
+a :class:`concurrent.futures.Future` builds a condition variable (with its re-entrant lock)
+when it is made, takes that lock again to be marked running and once more, with a
+``notify_all``, to be settled: a fifth of a group-committed send's CPU. :class:`SendFuture`
+builds the condition only when something needs it (``result()``, ``exception()``,
+``add_done_callback()``, :func:`concurrent.futures.wait`, ``repr``), and is settled without a
+lock while nobody has.
+
+Why settling without the lock loses no waiter: the settler stores the outcome and the final
+state *first* and only then looks whether a condition exists. A thread that builds one
+afterwards checks the state under it and finds the future done, so it neither waits nor
+registers anything. A thread that built one before the settler looked is seen: the settler
+then takes the condition, wakes the waiters and runs the callbacks, exactly as the base class
+does. (Under the GIL these steps are seen by other threads in program order.)
+
+The future is born running: its outcome belongs to the broker, so it cannot be cancelled.
+Set once: the outbox hands each message to exactly one settler (``Outbox.settle``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures._base import FINISHED, RUNNING
+
+__all__ = ["SendFuture"]
+
+_BUILD = threading.Lock()
+"""Makes two first users of one future agree on its condition (taken once per future at most)."""
+
+
+class SendFuture(Future[None]):
+    """A running future whose condition variable is made on first use (see the module)."""
+
+    def __init__(self) -> None:
+        # Not Future.__init__: it builds the condition this class exists to avoid. These are
+        # the attributes it sets, with the state a sender's future starts in.
+        self._built: threading.Condition | None = None
+        self._state = RUNNING
+        self._result = None
+        self._exception = None
+        self._waiters = []
+        self._done_callbacks: list[Callable[[Future[None]], object]] = []
+
+    @property  # the base class's attribute, made on first use
+    def _condition(self) -> threading.Condition:
+        built = self._built
+        if built is None:
+            with _BUILD:
+                built = self._built
+                if built is None:
+                    built = self._built = threading.Condition()
+        return built
+
+    @_condition.setter
+    def _condition(self, value: threading.Condition) -> None:
+        self._built = value
+
+    def done(self) -> bool:
+        """Whether the broker's answer (or a failure) is in; never blocks."""
+        return self._state == FINISHED
+
+    def set_result(self, result: None) -> None:
+        if self._built is not None:  # someone is or was waiting: the base class's way
+            super().set_result(result)
+            return
+        self._finish(result, None)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        if self._built is not None:
+            super().set_exception(exception)
+            return
+        self._finish(None, exception)
+
+    def _finish(self, result: None, exception: BaseException | None) -> None:
+        if self._state == FINISHED:
+            raise InvalidStateError(f"{self._state}: {self!r}")
+        self._result = result
+        self._exception = exception
+        self._state = FINISHED  # before looking for a condition again (see the module)
+        built = self._built
+        if built is None:
+            return  # nobody waits, and nobody added a callback: they will see it done
+        with built:
+            for waiter in self._waiters:
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
+            built.notify_all()
+        self._invoke_callbacks()  # type: ignore[attr-defined]  # the base class's, untyped
