@@ -231,6 +231,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="run only the methods whose names contain one of these texts, e.g. "
         "--only 'receipt-per-message' 'send()'",
     )
+    parser.add_argument(
+        "--output",
+        metavar="NAME",
+        help="write the result to benchmarks/results/NAME.json, a partial (--only) run too "
+        "(default: throughput.json, for a full run only)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.reps, args.scale = 2, 0.25
@@ -314,7 +320,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "persistent, unconfirmed runs non-persistent; client and broker share the machine's "
         "cores",
     }
-    if not args.only:  # a partial run must not replace the full run's tracked result file
+    if args.output:
+        write_json(args.output, result)
+    elif not args.only:  # a partial run must not replace the full run's tracked result file
         write_json("throughput", result)
     return result
 

@@ -246,6 +246,18 @@ def test_send_headers_refuse_values_that_are_not_text(
         send_headers("/queue/a", headers, None, body_length=0)  # type: ignore[arg-type]
 
 
+def test_send_headers_check_values_of_names_already_seen_valid() -> None:
+    # The first send finds "k" and "priority" valid; later ones with the same names still get
+    # their values checked (the one-pass check only skips the names).
+    assert send_headers("/queue/a", {"k": "v", "priority": "4"}, None, body_length=0)["k"] == "v"
+    with pytest.raises(ConfigurationError, match=r"header 'k': .* contains NUL"):
+        send_headers("/queue/a", {"k": "a\0b", "priority": "4"}, None, body_length=0)
+    with pytest.raises(ConfigurationError, match=r"header 'priority': .* must be str, not int"):
+        send_headers("/queue/a", {"k": "v", "priority": 5}, None, body_length=0)  # type: ignore[dict-item]
+    with pytest.raises(ConfigurationError, match="header name"):
+        send_headers("/queue/a", {"k": "v", "a:b": "v"}, None, body_length=0)
+
+
 def test_subscribe_headers_plain_and_durable() -> None:
     plain = SubscriptionSpec(id="s1", destination="/queue/a", ack="client-individual")
     assert subscribe_headers(plain, None) == {

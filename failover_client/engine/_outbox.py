@@ -58,7 +58,7 @@ class MessageIds:
         return f"{self._prefix}-{next(self._counter)}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: made once per send, read on every settle
 class OutboundMessage:
     """One message the application handed over, with where it was last written."""
 

@@ -99,7 +99,7 @@ def batching_supported(mode: ConfirmMode, connected_headers: Mapping[str, str]) 
     return (int(match.group(1)), int(match.group(2))) >= _FIRST_SAFE_CLASSIC
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PendingSend:
     """One confirmed SEND queued for the writer; encoded when it is written."""
 
