@@ -54,7 +54,7 @@ from stomp.transport import Transport
 
 from failover_client._clock import Clock
 from failover_client.net._dial import Resolver, SocketDial
-from failover_client.net._writer import FrameWriter, Item, Render
+from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
 
 __all__ = ["BoundTransport"]
@@ -202,12 +202,20 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             finally:
                 self.abort()
 
-        if render is None:
-            writer = FrameWriter(sock.sendall, on_written=on_written, on_failed=failed, name=name)
-        else:
-            writer = FrameWriter(
-                sock.sendall, on_written=on_written, on_failed=failed, name=name, render=render
-            )
+        def write_nowait(data: bytes) -> None:
+            # MSG_DONTWAIT: a hung broker's full receive window must not block the shared
+            # timer thread that writes heart-beats (it has to notice the hang). A beat is
+            # one byte, so the send is all or nothing.
+            sock.send(data, socket.MSG_DONTWAIT)
+
+        writer = FrameWriter(
+            sock.sendall,
+            on_written=on_written,
+            on_failed=failed,
+            name=name,
+            render=render if render is not None else join_frames,
+            write_nowait=write_nowait,
+        )
         writer.start()
         self._writer = writer
         return True
@@ -412,7 +420,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         writer = self._writer
         if writer is not None:
             # Through the writer, never beside it: an EOL written while it is inside a
-            # sendall would land in the middle of a frame.
+            # sendall would land in the middle of a frame. With no writer thread running it
+            # is written at once without blocking (write_nowait above).
             if not writer.offer(b"\n"):
                 raise BlockingIOError("frames are queued or being written; beat skipped")
             return
