@@ -7,7 +7,7 @@ import threading
 
 from failover_client._clock import SystemClock
 from failover_client.engine._dispatch import Dispatcher
-from failover_client.net._timer import Timers, timers_for
+from failover_client.net._timer import Timers, _forget_after_fork, timers_for
 from failover_client.net._writer import FrameWriter
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatPlan, HeartbeatState
 from failover_client.testing import FakeClock
@@ -64,6 +64,13 @@ def test_every_real_clock_shares_one_timer_and_other_clocks_have_their_own() -> 
     fake = FakeClock()
     assert timers_for(fake) is timers_for(fake)
     assert timers_for(fake) is not shared
+
+
+def test_a_forked_child_gets_new_timers() -> None:
+    clock = FakeClock()
+    parents = timers_for(clock)
+    _forget_after_fork()  # what os.fork() runs in the child
+    assert timers_for(clock) is not parents
 
 
 def test_heartbeat_monitors_of_many_sessions_share_one_thread() -> None:

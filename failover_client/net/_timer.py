@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -159,3 +160,17 @@ def timers_for(clock: Clock) -> Timers:
             found = Timers(clock)
             _registry[key] = found
         return found
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's timer threads did not follow, and a lock may be held.
+
+    The parent's connections are unusable in the child (``engine._lifetime``); new ones get
+    new timers.
+    """
+    global _registry_lock, _registry  # noqa: PLW0603 - the process-wide registry, reset once
+    _registry_lock = threading.Lock()
+    _registry = weakref.WeakValueDictionary()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
