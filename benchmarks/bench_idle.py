@@ -199,7 +199,7 @@ def main() -> None:
                     f"{ratio(a[keys[1]], b[keys[1]])} / {ratio(a[keys[2]], b[keys[2]])}",
                 ]
             )
-    table(
+    text = table(
         f"Idle connections with heart-beats (10 s), {args.idle:g} s idle, "
         f"median of {args.rounds} round(s), each client and count in a fresh process",
         [
@@ -217,6 +217,7 @@ def main() -> None:
         {
             "command": " ".join(["python", "benchmarks/bench_idle.py", *sys.argv[1:]]),
             "machine": machine(),
+            "table": text,
             "medians": medians,
             "runs": {f"{c} x{n}": rs for (c, n), rs in runs.items()},
         },
