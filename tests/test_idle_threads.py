@@ -52,8 +52,9 @@ def test_a_cancelled_entry_never_runs_and_its_thread_ends_at_once() -> None:
     entry = timers.schedule(10.0, lambda now: (_ for _ in ()).throw(AssertionError("ran")))
     thread = timers.thread
     assert thread is not None
-    entry.cancel()
-    thread.join(WAIT)  # the cancel woke it: no deadline left to wait for
+    entry.cancel()  # returns once the thread ended: no deadline was left to wait for
+    assert timers.thread is None
+    thread.join(WAIT)
     assert not thread.is_alive()
     assert repr(timers) == "Timers(entries=0, thread=none)"
 
@@ -91,9 +92,6 @@ def test_heartbeat_monitors_of_many_sessions_share_one_thread() -> None:
     assert len(timers) == 3
     for monitor in monitors:
         monitor.stop()
-    thread = timers.thread
-    if thread is not None:
-        thread.join(WAIT)
     assert len(timers) == 0
     assert timers.thread is None
     assert beats == []  # no virtual time passed

@@ -37,6 +37,10 @@ Callback = Callable[[float], "float | None"]
 
 THREAD_NAME = "failover-client-timer"
 
+END_TIMEOUT = 1.0
+"""Real seconds the cancel of the last entry waits for the thread to end (it ends at once:
+nothing is left to wait for, and callbacks do not block)."""
+
 
 class TimerEntry:
     """One scheduled callback; :meth:`cancel` ends it (it may be running at that moment)."""
@@ -63,6 +67,8 @@ class Timers:
         self._heap: list[tuple[float, int, TimerEntry]] = []
         self._order = itertools.count()  # ties run in scheduling order; entries never compare
         self._wake = threading.Event()
+        self._ended = threading.Condition(self._lock)
+        """Notified when the thread ends, and when an entry comes after none was left."""
         self._thread: threading.Thread | None = None
         self._live = 0
         """Entries scheduled and not cancelled (the thread ends when none is left)."""
@@ -72,17 +78,26 @@ class Timers:
         entry = TimerEntry(self, callback)
         with self._lock:
             self._live += 1
+            if self._live == 1:
+                self._ended.notify_all()  # a cancel waiting for the thread to end: it goes on
             self._push_locked(when, entry)
         return entry
 
     def cancel(self, entry: TimerEntry) -> None:
+        """Drop ``entry``; the cancel of the last one returns once the thread has ended (so a
+        closed connection leaves no thread behind), unless another entry came meanwhile."""
         with self._lock:
             if entry.cancelled:
                 return
             entry.cancelled = True
             self._live -= 1
-            if self._live == 0:
-                self._wake.set()  # nothing left: the thread ends now rather than at a deadline
+            if self._live:
+                return
+            self._wake.set()  # nothing left: the thread ends now rather than at a deadline
+            thread = self._thread
+            if thread is None or thread is threading.current_thread():
+                return
+            self._ended.wait_for(lambda: self._thread is not thread or self._live > 0, END_TIMEOUT)
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -110,6 +125,7 @@ class Timers:
                     heapq.heappop(self._heap)
                 if not self._heap:
                     self._thread = None  # the next schedule() starts a new thread
+                    self._ended.notify_all()
                     return
                 when, _, entry = self._heap[0]
                 now = clock.monotonic()
