@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, tuple[str, bool, list[str]]] = {
     "spark_source": ("bench_spark_source.py", True, ["--quick"]),
     "consume": ("bench_consume.py", True, ["--quick"]),
     "topology": ("bench_topology.py", True, ["--rounds", "2", "--idle", "5", "--watchers", "5"]),
+    "idle": ("bench_idle.py", True, ["--counts", "1,10", "--idle", "10"]),
 }
 TIMEOUT = {"quick": 900.0, "full": 3600.0}
 

@@ -33,7 +33,7 @@ def connected(connector: FakeConnector, clock: FakeClock) -> FailoverConnection:
 
 
 def threads_of(conn: FailoverConnection) -> list[threading.Thread]:
-    return [conn._loop.thread, conn._dispatcher.thread]
+    return [t for t in (conn._loop.thread, conn._dispatcher.thread) if t is not None]
 
 
 def join_all(threads: list[threading.Thread]) -> None:

@@ -54,7 +54,7 @@ def make(
 
 
 def assert_threads_gone(conn: FailoverConnection) -> None:
-    ours = {conn._loop.thread, conn._dispatcher.thread}
+    ours = {t for t in (conn._loop.thread, conn._dispatcher.thread) if t is not None}
     assert not [t for t in threading.enumerate() if t in ours]
     assert not [t for t in ours if t.is_alive()]
 

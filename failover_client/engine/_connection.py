@@ -9,9 +9,9 @@ outbox (``_sender``, ``_outbox``), standbys (``_standby``), events and the dispa
 (``_events``, ``_dispatch``), the choice of adapter (``_adapters``). This module wires them
 together and is the application's API.
 
-Threads: one reconnect loop (``failover-client-loop-N``) and one dispatch thread
-(``failover-client-dispatch-N``) per connection, both ended and joined by :meth:`close`, and
-one handler worker per callback subscription (``failover-client-N-handler-ID``). None of
+Threads: a reconnect loop (``failover-client-loop-N``) and, only while events are delivered, a
+dispatch thread (``failover-client-dispatch-N``) per connection, both joined by :meth:`close`,
+and one handler worker per callback subscription (``failover-client-N-handler-ID``). None of
 them holds the facade (``_lifetime``): a connection dropped unclosed is closed by its finalizer,
 and a forked child cannot use its parent's connection.
 """

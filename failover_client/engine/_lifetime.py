@@ -242,7 +242,7 @@ class Parts:
         # never returns is left on the daemon thread rather than holding close().
         self.dispatcher.join(LISTENERS_STOP_TIMEOUT)
         thread = self.dispatcher.thread
-        if thread.is_alive() and thread is not threading.current_thread():
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             _log.warning(
                 "%s: an event listener did not return within %g s; left on its daemon thread",
                 self.name,

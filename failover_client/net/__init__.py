@@ -7,6 +7,8 @@
   the options (verified by default), at construction when the options name files;
 * ``_settings``: :class:`ConnectorSettings`, what every connector checks alike (heart-beats,
   close timeout, TLS files, credentials), validated once at construction;
+* ``_timer``: one timer thread per clock, shared by every connection (heart-beats), alive only
+  while something is scheduled;
 * ``_completions``: what every session does at its end (run the waiting callbacks, say why
   it is dead).
 

@@ -13,6 +13,11 @@ written ahead of it. Such a send then costs no thread hand-off at all, however q
 broker answered the one before (an in-memory broker answers within the quiet time), while
 a burst goes through the thread.
 
+The thread exists only while there is a backlog: it starts when a frame is queued behind
+another (or behind a write in progress) and ends after ``linger`` seconds with nothing to
+write, so an idle connection has no writer thread (a heart-beat on an idle socket is written
+without blocking by the timer that sends it, see :meth:`FrameWriter.offer`).
+
 Order is the order of ``put`` calls. The buffer is bounded: a sender blocks while it holds
 ``limit`` bytes or more, so a broker that stops reading (flow control, a hang) still slows
 the application down instead of filling memory.
@@ -39,6 +44,7 @@ from typing import Protocol
 __all__ = [
     "DEFAULT_INLINE_AFTER",
     "DEFAULT_LIMIT",
+    "DEFAULT_LINGER",
     "Deferred",
     "FrameWriter",
     "Item",
@@ -54,6 +60,14 @@ DEFAULT_INLINE_AFTER = 0.0002
 
 Sends in a loop come every few microseconds; a blocking send waits a broker round trip
 (hundreds of microseconds) between frames.
+"""
+
+
+DEFAULT_LINGER = 1.0
+"""Seconds the writer thread waits for more frames before it ends (a new backlog starts it again).
+
+Long enough that a steady stream of bursts keeps one thread; short enough that a connection
+left idle soon holds none.
 """
 
 
@@ -102,6 +116,11 @@ class FrameWriter:
     :param render: turns what is written in one go into bytes; default: joins encoded
         frames (and refuses :class:`Deferred` items). It may raise: that counts as a failed
         write.
+    :param write_nowait: writes a small ``bytes`` without blocking (raising
+        ``BlockingIOError`` when the socket buffer is full); lets :meth:`offer` write on the
+        caller's thread when no writer thread runs. None: :meth:`offer` always queues.
+    :param linger: seconds the writer thread waits for more frames before it ends (real
+        time, like ``monotonic``).
     """
 
     def __init__(
@@ -115,10 +134,15 @@ class FrameWriter:
         inline_after: float | None = DEFAULT_INLINE_AFTER,
         monotonic: Callable[[], float] = time.monotonic,
         render: Render = join_frames,
+        write_nowait: Callable[[bytes], object] | None = None,
+        linger: float = DEFAULT_LINGER,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1 byte, got {limit}")
         self._write = write
+        self._write_nowait = write_nowait
+        self._linger = linger
+        self._name = name
         self._render = render
         self._on_written = on_written
         self._on_failed = on_failed
@@ -132,15 +156,21 @@ class FrameWriter:
         self._chunks: list[Item] = []
         self._size = 0
         self._writing = False
+        # _idle: no writer thread is about to write (it is parked, or there is none); False
+        # until start(), so that nothing is written before it.
         self._idle = False
+        self._running = False
+        """A writer thread runs and has not decided to end (see :meth:`_wake_locked`)."""
+        self._started = False
         self._stopping = False
         self._error: BaseException | None = None
         self._inline_after = inline_after
         self._last_put = float("-inf")
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread: threading.Thread | None = None
 
     @property
-    def thread(self) -> threading.Thread:
+    def thread(self) -> threading.Thread | None:
+        """The writer thread now running, or the last one (None: there never was a backlog)."""
         return self._thread
 
     @property
@@ -151,12 +181,27 @@ class FrameWriter:
 
     @property
     def waiting(self) -> bool:
-        """Whether the writer thread is parked, waiting for frames (a ``put`` may go inline)."""
+        """Whether no writer thread is about to write (a ``put`` may go inline)."""
         with self._lock:
             return self._idle
 
     def start(self) -> None:
-        self._thread.start()
+        """Allow the writer thread from now on (it starts with the first backlog)."""
+        with self._lock:
+            self._started = True
+            if self._chunks:
+                self._wake_locked()
+            else:
+                self._idle = True
+
+    def _wake_locked(self) -> None:
+        """Hand queued frames to the writer thread: wake the parked one, or start one."""
+        if self._running:
+            self._work.notify()
+        elif self._started and not self._stopping:
+            self._running = True
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
 
     def put(
         self, data: Item, *, force: bool = False, inline: bool = True, urgent: bool = False
@@ -194,10 +239,10 @@ class FrameWriter:
                 self._chunks.append(data)
                 self._size += _size(data)
                 if self._idle:
-                    # Only an idle writer waits on the condition; a busy one looks again
-                    # when its write returns, so the hot path skips the notify.
+                    # Only an idle writer waits on the condition (or there is none yet); a
+                    # busy one looks again when its write returns, so the hot path skips this.
                     self._idle = False
-                    self._work.notify()
+                    self._wake_locked()
                 return
             self._writing = True  # the writer thread waits until this write is done
         self._write_inline(data)
@@ -206,19 +251,25 @@ class FrameWriter:
         try:
             self._write(data if isinstance(data, bytes) else self._render([data]))
         except BaseException as exc:
-            with self._lock:
-                self._writing = False
-                self._stopping = True
-                if self._error is None:
-                    self._error = exc
-                self._drop_locked()
+            self._failed_inline(exc)
             raise
+        self._inline_written()
+
+    def _failed_inline(self, exc: BaseException) -> None:
+        with self._lock:
+            self._writing = False
+            self._stopping = True
+            if self._error is None:
+                self._error = exc
+            self._drop_locked()
+
+    def _inline_written(self) -> None:
         with self._lock:
             self._writing = False
             if self._chunks:
                 if self._idle:
                     self._idle = False
-                    self._work.notify()  # frames queued meanwhile: the thread takes them
+                    self._wake_locked()  # frames queued meanwhile: the thread takes them
             else:
                 self._progress.notify_all()
         self._on_written()
@@ -226,17 +277,36 @@ class FrameWriter:
     def offer(self, data: bytes) -> bool:
         """Queue ``data`` only when nothing is buffered or being written; never blocks.
 
-        For heart-beats: any frame on its way already counts as traffic.
+        For heart-beats: any frame on its way already counts as traffic. With no writer
+        thread running and a ``write_nowait``, ``data`` is written here without blocking
+        (no thread is started for a beat); False when the socket buffer is full.
+        Raises the error of such a write when it fails otherwise (the writer is then failed).
         """
         with self._lock:
             if self._error is not None or self._chunks or self._writing:
                 return False
-            self._chunks.append(data)
-            self._size += len(data)
-            if self._idle:
-                self._idle = False
-                self._work.notify()
-            return True
+            if self._running or self._write_nowait is None:
+                self._chunks.append(data)
+                self._size += len(data)
+                if self._idle:
+                    self._idle = False
+                    self._wake_locked()
+                return True
+            self._writing = True  # a put meanwhile queues behind this write
+        try:
+            self._write_nowait(data)
+        except BlockingIOError:
+            with self._lock:
+                self._writing = False
+                if self._chunks and self._idle:
+                    self._idle = False
+                    self._wake_locked()
+            return False
+        except BaseException as exc:
+            self._failed_inline(exc)
+            raise
+        self._inline_written()
+        return True
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until everything queued has been written; False if not.
@@ -274,10 +344,8 @@ class FrameWriter:
         on its way out: it returns once that callback does.)
         """
         thread = self._thread
-        if thread is threading.current_thread():
-            return True
-        if thread.ident is None:  # never started
-            return True
+        if thread is None or thread is threading.current_thread():
+            return True  # no backlog ever started one, or the caller is the thread
         thread.join(timeout)
         return not thread.is_alive()
 
@@ -292,9 +360,15 @@ class FrameWriter:
             with self._lock:
                 while (not self._chunks or self._writing) and not self._stopping:
                     self._idle = True
-                    self._work.wait()  # the writer's idle wait: queued work or stop() wakes it
+                    # Queued work or cancel() wakes it; ``linger`` quiet seconds end the backlog.
+                    if not self._work.wait(self._linger) and self._idle and not self._stopping:
+                        # Under the lock with _idle still set: a put from now on sees
+                        # _running False and starts a new thread for its frame.
+                        self._running = False
+                        return
                 self._idle = False
                 if self._stopping:
+                    self._running = False
                     return
                 batch, self._chunks, self._size = self._chunks, [], 0
                 self._writing = True
@@ -313,6 +387,7 @@ class FrameWriter:
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
             self._writing = False
+            self._running = False
             cancelled = self._stopping
             self._stopping = True
             if self._error is None:

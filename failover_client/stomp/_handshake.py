@@ -6,7 +6,7 @@ handshake, see ``_transport``) and the wait for CONNECTED, and a cancel token cu
 short from another thread with :class:`~failover_client.ConnectCancelled`.
 
 CONNECT goes out as soon as the socket is up, before stomp.py's I/O thread starts, and the
-writer and watchdog threads start while the broker works on it. CONNECTED is accepted when it
+writer and watchdog are set up while the broker works on it. CONNECTED is accepted when it
 names a supported version and a well-formed heart-beat; it arms the watchdog and decides
 whether confirmed sends are group-committed (``_batch``). A failure anywhere releases every
 socket and thread before :meth:`Handshake.run` raises.
@@ -197,9 +197,9 @@ class Handshake:
                 self._write_connect(transport)
             except Exception as exc:
                 raise transport_error(exc, broker=state.broker, during="CONNECT") from exc
-        # The broker takes milliseconds to answer CONNECT: start the writer and watchdog
-        # threads meanwhile, not after CONNECTED, where each start (a thread hand-off and back)
-        # would delay the first send. Nothing is written through the writer before "open".
+        # The broker takes milliseconds to answer CONNECT: set up the writer and the watchdog
+        # meanwhile, not after CONNECTED, where it would delay the first send. Nothing is
+        # written through the writer before "open"; the watchdog is scheduled once armed.
         writer = self._outbound.start_writer(transport, f"stomp-writer {key}")
         if any(self._settings.heartbeat):
             state.monitor = HeartbeatMonitor(
@@ -250,7 +250,7 @@ class Handshake:
         state.broker_kind = broker_kind(headers.get("server"))
         state.heartbeat = HeartbeatState(plan, state.clock.monotonic())
         if state.monitor is not None:
-            state.monitor.arm(state.heartbeat)  # its thread ends at once if nothing is watched
+            state.monitor.arm(state.heartbeat)  # schedules nothing when nothing is watched
         return None
 
     def _group_for(self, headers: Mapping[str, str]) -> GroupCommit | None:

@@ -13,7 +13,8 @@ of silence. A SIGSTOPped broker is therefore noticed between 1 and 1.5 intervals
 byte it sent. Outgoing beats go out when nothing was written for half the negotiated send
 interval, so a broker that checks us with its own grace never sees a gap.
 
-Time comes from the injected clock; the watchdog thread waits on an event with a timeout.
+Time comes from the injected clock; the watchdog's deadlines run on the process's shared timer
+thread (:mod:`failover_client.net._timer`), not on a thread per connection.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from failover_client._clock import Clock
+from failover_client.net._timer import TimerEntry, Timers, timers_for
 
 __all__ = [
     "HeartbeatMonitor",
@@ -173,7 +175,14 @@ class HeartbeatState:
 
 
 class HeartbeatMonitor:
-    """One watchdog thread per session: sends beats and reports a silent broker once."""
+    """A session's watchdog: sends beats and reports a silent broker once.
+
+    It has no thread of its own: its deadlines run on the process's shared timer thread for
+    its clock (:mod:`failover_client.net._timer`), which serves every connection. A beat is
+    written without blocking (``send_beat`` must not block: it runs on that shared thread);
+    ``on_silence`` may block (it fails confirmations and tells the engine), so it runs on a
+    short-lived thread of its own, started only when a broker is found silent.
+    """
 
     def __init__(
         self,
@@ -183,70 +192,96 @@ class HeartbeatMonitor:
         send_beat: Callable[[], None],
         on_silence: Callable[[float], None],
         name: str = "stomp-heartbeat",
+        timers: Timers | None = None,
     ) -> None:
-        """``state`` may come later, through :meth:`arm`: the session starts the thread while
-        the broker works on CONNECT, before CONNECTED says what to watch."""
+        """``state`` may come later, through :meth:`arm`: the session creates the monitor
+        while the broker works on CONNECT, before CONNECTED says what to watch."""
         self.state = state
         self._clock = clock
         self._send_beat = send_beat
         self._on_silence = on_silence
-        self._stop = threading.Event()
-        self._armed = threading.Event()
-        if state is not None:
-            self._armed.set()
-        self._thread: threading.Thread | None = None
         self._name = name
+        self._timers = timers if timers is not None else timers_for(clock)
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._entry: TimerEntry | None = None
+        self._reporter: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the thread (nothing to do when an armed plan watches neither direction).
-
-        An unarmed thread waits for :meth:`arm` or :meth:`stop`.
-        """
-        if self.state is not None and not _watches(self.state.plan):
-            return
-        self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
-        self._thread.start()
+        """Watch the state given at construction, if any (otherwise :meth:`arm` starts)."""
+        if self.state is not None:
+            self.arm(self.state)
 
     def arm(self, state: HeartbeatState) -> None:
-        """Give the (started) thread what to watch; it ends at once if that is nothing."""
-        self.state = state
-        self._armed.set()
+        """Watch ``state`` from now on (nothing is scheduled when it watches nothing)."""
+        with self._lock:
+            self.state = state
+            if self._stopped or self._entry is not None or not _watches(state.plan):
+                return
+            self._entry = self._timers.schedule(self._clock.monotonic(), self._on_timer)
 
     def stop(self, join_timeout: float | None = None) -> None:
-        """Stop the thread; join it unless called from the thread itself."""
-        self._stop.set()
-        self._armed.set()
-        thread = self._thread
+        """Stop watching; with ``join_timeout``, also wait that long for a loss report under
+        way on its own thread (unless called from that thread)."""
+        with self._lock:
+            self._stopped = True
+            entry, self._entry = self._entry, None
+            reporter = self._reporter
+        if entry is not None:
+            entry.cancel()
         if (
-            thread is not None
-            and thread is not threading.current_thread()
+            reporter is not None
+            and reporter is not threading.current_thread()
             and join_timeout is not None
         ):
-            thread.join(join_timeout)
+            reporter.join(join_timeout)
 
     @property
     def thread(self) -> threading.Thread | None:
-        return self._thread
+        """The thread reporting a silent broker, once one was started."""
+        return self._reporter
 
-    def _main(self) -> None:
-        self._armed.wait()  # arm() or stop() sets it; the thread is a daemon either way
-        if self.state is not None and _watches(self.state.plan):
-            self.run()
+    def _step(self, now: float) -> Tick:
+        """One look at time ``now``: the beat is sent here; the caller acts on the silence."""
+        state = self.state
+        if state is None or self._stopped:
+            return Tick()
+        tick = state.poll(now)
+        if tick.silence is not None:
+            self._stopped = True
+        elif tick.send_beat:
+            self._send_beat()
+        return tick
+
+    def _on_timer(self, now: float) -> float | None:
+        """The shared timer's callback: when to look again (absolute), None to end."""
+        tick = self._step(now)
+        if tick.silence is not None:
+            reporter = threading.Thread(
+                target=self._on_silence,
+                args=(tick.silence,),
+                name=f"{self._name} lost",
+                daemon=True,
+            )
+            with self._lock:
+                self._reporter = reporter
+            reporter.start()
+            return None
+        return None if tick.wait is None else now + tick.wait
 
     def run(self) -> None:
-        """The watchdog loop (the thread's work once armed; tests call it with a fake clock)."""
-        state = self.state
-        if state is None:
-            return
-        while not self._stop.is_set():
-            tick = state.poll(self._clock.monotonic())
+        """The watchdog's timeline on the calling thread, waiting on the clock between looks.
+
+        The same decisions as on the shared timer, with the loss reported on this thread:
+        tests drive it with a virtual clock.
+        """
+        stop = threading.Event()
+        while not self._stopped:
+            tick = self._step(self._clock.monotonic())
             if tick.silence is not None:
-                self._stop.set()
                 self._on_silence(tick.silence)
                 return
-            if tick.send_beat:
-                self._send_beat()
-            if tick.wait is None or self._clock.wait(self._stop, tick.wait):
+            if tick.wait is None or self._clock.wait(stop, tick.wait):
                 return
 
 

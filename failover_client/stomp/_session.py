@@ -12,9 +12,10 @@
 before the split: it is the path the benchmarks measure against raw stomp.py.
 
 Threads: each session has stomp.py's I/O thread (reads frames, runs the listener's
-``on_message`` and the confirmation callbacks), on plain TCP a writer thread that writes the
-frames queued by callers in batches (``failover_client.net._writer``), and, when heart-beats
-are negotiated, one watchdog thread (``_heartbeat``). ``close()`` ends and joins them all.
+``on_message`` and the confirmation callbacks) and, on plain TCP, a writer thread that writes
+the frames queued by callers in batches (``failover_client.net._writer``) while a backlog
+lasts (an idle session has none). The heart-beat watchdog (``_heartbeat``) runs on the
+process's shared timer thread. ``close()`` ends and joins them all.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class StompSession:
 
     Thread-safe: ``send``, ``subscribe``, ``ack`` and friends may be called from several
     threads; frames are written whole, in the order the calls were made. Listener callbacks
-    (``on_message``, ``on_lost``) and confirmation callbacks run on the session's I/O,
-    writer or watchdog thread.
+    (``on_message``, ``on_lost``) and confirmation callbacks run on the session's I/O
+    or writer thread, a caller's thread that wrote inline, or the thread that reports a
+    silent broker.
 
     Writes are asynchronous on plain TCP: a call returns once its frame is queued (it blocks
     while 1 MiB is queued, so a broker that stops reading still slows the caller down), and a

@@ -54,12 +54,19 @@ from stomp.transport import Transport
 
 from failover_client._clock import Clock
 from failover_client.net._dial import Resolver, SocketDial
-from failover_client.net._writer import FrameWriter, Item, Render
+from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
 
 __all__ = ["BoundTransport"]
 
 _RECV_BYTES = 16384
+_RECV_SMALL = 1024
+"""Bytes asked of ``recv`` after a read that did not fill this much (see ``receive``).
+
+A blocked ``recv`` holds a buffer of the size it asked for: 16 KiB for every idle connection
+(heart-beats only), for as long as it waits. After a small read the next asks for 1 KiB (a
+RECEIPT or a heart-beat fits); a read that fills it switches back to 16 KiB. Plain TCP only.
+"""
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
 """Bytes of one inbound frame at most (ActiveMQ's own ``maxFrameSize`` default, 100 MiB)."""
@@ -119,6 +126,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self._max_frame = max_frame_size
         self._on_frame_too_large = on_frame_too_large
         self._unframed = 0
+        self._recv_size = _RECV_SMALL
         """Bytes read since the last complete frame (an upper bound of the open frame's size)."""
         self._stage: str | None = None
         self._writer: FrameWriter | None = None
@@ -202,12 +210,20 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             finally:
                 self.abort()
 
-        if render is None:
-            writer = FrameWriter(sock.sendall, on_written=on_written, on_failed=failed, name=name)
-        else:
-            writer = FrameWriter(
-                sock.sendall, on_written=on_written, on_failed=failed, name=name, render=render
-            )
+        def write_nowait(data: bytes) -> None:
+            # MSG_DONTWAIT: a hung broker's full receive window must not block the shared
+            # timer thread that writes heart-beats (it has to notice the hang). A beat is
+            # one byte, so the send is all or nothing.
+            sock.send(data, socket.MSG_DONTWAIT)
+
+        writer = FrameWriter(
+            sock.sendall,
+            on_written=on_written,
+            on_failed=failed,
+            name=name,
+            render=render if render is not None else join_frames,
+            write_nowait=write_nowait,
+        )
         writer.start()
         self._writer = writer
         return True
@@ -280,12 +296,15 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """
         sock = self.socket
         try:
-            data: bytes = sock.recv(_RECV_BYTES)
+            # TLS asks for a whole record (16 KiB) every time: stomp.py's loop selects on the
+            # socket, which does not show plaintext left in the TLS buffer by a short read.
+            data: bytes = sock.recv(self._recv_size if self.blocking else _RECV_BYTES)
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise  # no TLS record complete yet: stomp.py's loop selects again
         except (OSError, AttributeError):  # reset, closed under us, or socket already None
             data = b""
         if data:
+            self._recv_size = _RECV_BYTES if len(data) >= _RECV_SMALL else _RECV_SMALL
             unframed = self._unframed + len(data)
             self._unframed = unframed
             if unframed > self._max_frame and self._too_large(data, unframed):
@@ -412,7 +431,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         writer = self._writer
         if writer is not None:
             # Through the writer, never beside it: an EOL written while it is inside a
-            # sendall would land in the middle of a frame.
+            # sendall would land in the middle of a frame. With no writer thread running it
+            # is written at once without blocking (write_nowait above).
             if not writer.offer(b"\n"):
                 raise BlockingIOError("frames are queued or being written; beat skipped")
             return
