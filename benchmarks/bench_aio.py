@@ -34,6 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+import itertools
+
 from benchmarks._common import brokers, log, machine, port_of, ratio, table, write_json
 from failover_client import FailedOver, FailoverConnection
 from failover_client._events import Event
@@ -244,7 +246,14 @@ async def throughput(cluster: Cluster, reps: int, awaited_n: int, piped_n: int) 
 # --- fail-over ---------------------------------------------------------------------------
 
 
-async def aio_failover(cluster: Cluster) -> tuple[float, dict[str, float | int]]:
+def outage(confirmed_at: list[float], killed: float) -> float:
+    """The producer's longest wait between two confirmations from the kill on: what the
+    application sees of the fail-over (detection, reconnect, replay)."""
+    times = [killed] + [t for t in confirmed_at if t > killed]
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+
+async def aio_failover(cluster: Cluster) -> tuple[dict[str, float], dict[str, float | int]]:
     dest = queue()
     events: list[tuple[float, Event]] = []
     conn = AsyncFailoverConnection(
@@ -252,10 +261,12 @@ async def aio_failover(cluster: Cluster) -> tuple[float, dict[str, float | int]]
     )
     await conn.connect()
     stop = False
+    confirmed_at: list[float] = []
 
     async def produce() -> None:
         while not stop:
             await conn.send(dest, BODY, HEADERS)
+            confirmed_at.append(time.monotonic())
 
     producer = asyncio.create_task(produce())
     await asyncio.sleep(0.5)
@@ -271,10 +282,10 @@ async def aio_failover(cluster: Cluster) -> tuple[float, dict[str, float | int]]
     await producer
     await conn.close()
     await asyncio.to_thread(victim.start)
-    return moved - killed, ticker.summary()
+    return {"event_s": moved - killed, "outage_s": outage(confirmed_at, killed)}, ticker.summary()
 
 
-def sync_failover(cluster: Cluster) -> float:
+def sync_failover(cluster: Cluster) -> dict[str, float]:
     dest = queue()
     moved = threading.Event()
     at: list[float] = []
@@ -287,10 +298,12 @@ def sync_failover(cluster: Cluster) -> float:
     conn = FailoverConnection(uri(cluster), listeners=[listener])
     conn.connect()
     stop = threading.Event()
+    confirmed_at: list[float] = []
 
     def produce() -> None:
         while not stop.is_set():
             conn.send(dest, BODY, HEADERS)
+            confirmed_at.append(time.monotonic())
 
     thread = threading.Thread(target=produce)
     thread.start()
@@ -304,7 +317,7 @@ def sync_failover(cluster: Cluster) -> float:
     thread.join(60)
     conn.close()
     victim.start()
-    return at[0] - killed
+    return {"event_s": at[0] - killed, "outage_s": outage(confirmed_at, killed)}
 
 
 # --- deliveries --------------------------------------------------------------------------
@@ -369,30 +382,28 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with brokers(2, label="aio", full_jit=True, store="/dev/shm") as cluster:
         result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
         result["throughput"] = await throughput(cluster, args.reps, args.awaited, args.piped)
-        failovers: dict[str, list[float]] = {"aio_s": [], "sync_s": []}
+        runs: dict[str, list[dict[str, float]]] = {"aio": [], "sync": []}
         failover_ticks = []
         for rep in range(args.failovers):
             if rep % 2 == 0:
-                seconds, ticks = await aio_failover(cluster)
-                failovers["sync_s"].append(await asyncio.to_thread(sync_failover, cluster))
+                measured, ticks = await aio_failover(cluster)
+                runs["sync"].append(await asyncio.to_thread(sync_failover, cluster))
             else:
-                failovers["sync_s"].append(await asyncio.to_thread(sync_failover, cluster))
-                seconds, ticks = await aio_failover(cluster)
-            failovers["aio_s"].append(seconds)
+                runs["sync"].append(await asyncio.to_thread(sync_failover, cluster))
+                measured, ticks = await aio_failover(cluster)
+            runs["aio"].append(measured)
             failover_ticks.append(ticks)
-            log(
-                f"failover rep {rep + 1}: aio {seconds * 1000:.0f} ms, "
-                f"sync {failovers['sync_s'][-1] * 1000:.0f} ms, ticker {ticks}"
-            )
-        result["failover"] = {
-            **failovers,
-            "aio_median_s": statistics.median(failovers["aio_s"]),
-            "sync_median_s": statistics.median(failovers["sync_s"]),
-            "aio_vs_sync": ratio(
-                statistics.median(failovers["aio_s"]), statistics.median(failovers["sync_s"])
-            ),
-            "ticker": failover_ticks,
-        }
+            log(f"failover rep {rep + 1}: aio {measured}, sync {runs['sync'][-1]}, ticker {ticks}")
+        failover: dict[str, Any] = {"runs": runs, "ticker": failover_ticks}
+        for key in ("event_s", "outage_s"):
+            aio_median = statistics.median(r[key] for r in runs["aio"])
+            sync_median = statistics.median(r[key] for r in runs["sync"])
+            failover[key] = {
+                "aio_median": aio_median,
+                "sync_median": sync_median,
+                "aio_vs_sync": ratio(aio_median, sync_median),
+            }
+        result["failover"] = failover
         result["deliveries"] = [await burst(cluster, args.burst) for _ in range(args.bursts)]
         result["resources"] = await resources(cluster, args.connections)
     return result
@@ -444,10 +455,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     header = ["phase", "ticks", "max", "p99", "median", "longest step CPU", "longest step wall"]
     table("5 ms ticker delay and longest loop step (ms)", header, rows)
     fo = result["failover"]
-    print(
-        f"fail-over kill -> FailedOver: asyncio {fo['aio_median_s'] * 1000:.0f} ms, "
-        f"sync {fo['sync_median_s'] * 1000:.0f} ms (ratio {fo['aio_vs_sync']})"
-    )
+    for key, what in (("event_s", "kill -> FailedOver"), ("outage_s", "producer's longest wait")):
+        print(
+            f"fail-over, {what}: asyncio {fo[key]['aio_median'] * 1000:.0f} ms, "
+            f"sync {fo[key]['sync_median'] * 1000:.0f} ms (ratio {fo[key]['aio_vs_sync']})"
+        )
     print(f"resources: {result['resources']}")
     path = write_json("aio", result)
     log(f"wrote {path}")

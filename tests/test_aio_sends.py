@@ -295,3 +295,37 @@ def test_the_asyncio_layer_adds_no_thread() -> None:
             return len(our_threads() - before)
 
     assert run(scenario) == expected
+
+
+def test_failover_timeout_bounds_the_wait_for_a_broker_as_call_failover_timeout() -> None:
+    rig = make((A, B), failover_timeout=0.02)
+
+    async def scenario() -> None:
+        async with rig.conn as conn:
+            rig.connector.behave(A, "refuse")
+            rig.connector.behave(B, "hang")
+            rig.connector.session(A).kill()
+            await eventually(lambda: conn.state != "connected")
+            with pytest.raises(SendTimeout, match="while failing over"):
+                await conn.send("/queue/q", b"x")
+            assert conn.stats()["sent"] == 0
+            rig.connector.release_hangs()
+
+    run(scenario)
+
+
+def test_a_failing_listener_is_counted_and_the_others_still_hear() -> None:
+    rig = make((A,))
+    heard: list[object] = []
+
+    def broken(event: object) -> None:
+        raise RuntimeError("listener bug")
+
+    async def scenario() -> None:
+        rig.conn.add_listener(broken)
+        rig.conn.add_listener(heard.append)
+        async with rig.conn as conn:
+            await eventually(lambda: any(isinstance(e, Connected) for e in heard))
+            assert conn.stats()["listener_errors"] >= 1
+
+    run(scenario)

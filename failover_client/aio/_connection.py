@@ -16,7 +16,6 @@ import asyncio
 import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from types import TracebackType
 
 import failover_client
@@ -83,11 +82,17 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-def _settle(target: asyncio.Future[None], outcome: Future[None]) -> None:
-    """On the loop: copy a send's outcome (a cancelled awaiter no longer wants it)."""
+def _hand_over(
+    bridge: LoopBridge, target: asyncio.Future[None], error: BaseException | None
+) -> None:
+    """On the settling thread: pass a send's outcome to the loop."""
+    bridge.post(functools.partial(_settle, target, error))
+
+
+def _settle(target: asyncio.Future[None], error: BaseException | None) -> None:
+    """On the loop: a send's outcome (a cancelled awaiter no longer wants it)."""
     if target.done():
         return
-    error = outcome.exception()
     if error is None:
         target.set_result(None)
     else:
@@ -320,9 +325,13 @@ class AsyncFailoverConnection:
         loop = self._loop()
         nowait = self._nowait
         size = len(data)
+        confirmed: asyncio.Future[None] = loop.create_future()
+        # Called on the settling thread; a partial is fewer objects than a closure.
+        settled = functools.partial(_hand_over, self._bridge, confirmed)
+
         while True:
             if nowait.ready_or_arm(size):
-                message = nowait.submit(destination, data, headers, message_id)
+                message = nowait.submit(destination, data, headers, message_id, settled)
                 if message is not None:
                     break
                 continue  # the state changed since the check: look again
@@ -335,13 +344,6 @@ class AsyncFailoverConnection:
                     message_id=message_id,
                 )
             await self._changes.wait(loop, at)
-        confirmed: asyncio.Future[None] = loop.create_future()
-        outcome = message.future
-        assert isinstance(outcome, Future)
-        bridge = self._bridge
-        outcome.add_done_callback(
-            lambda done: bridge.post(functools.partial(_settle, confirmed, done))
-        )
         self._streak += 1
         if self._streak >= STREAK:
             self._streak = 0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from failover_client._errors import SendTimeout
 from failover_client.engine._budget import PhasedBudget
+from failover_client.engine._latch import Latch
 from failover_client.engine._outbox import OutboundMessage
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._startup import startup_error
@@ -30,7 +31,7 @@ from failover_client.engine._subscriptions import Message, Subscription
 if TYPE_CHECKING:
     from failover_client.engine._connection import FailoverConnection
 
-__all__ = ["NoWait", "Wakeup"]
+__all__ = ["Handoff", "NoWait", "Wakeup"]
 
 
 class Wakeup(threading.Event):
@@ -59,6 +60,34 @@ class Wakeup(threading.Event):
         if self._armed:
             self._armed = False
             self._callback()
+
+
+class Handoff(Latch):
+    """A confirmed send's outcome that nobody waits on: settling it calls ``settled(error)``
+    (``None``: confirmed) on the settling thread.
+
+    A :class:`concurrent.futures.Future` with a done-callback would do the same with a
+    condition variable, a re-entrant lock, a deque and a list behind it: a dozen objects per
+    message in flight for the garbage collector to walk, whose full passes stop every thread,
+    the event loop's included. This is one object.
+    """
+
+    __slots__ = ("_settled",)
+
+    def __init__(self, settled: Callable[[BaseException | None], None]) -> None:
+        # Not Latch.__init__: nothing waits on a handoff, so it needs no lock nor event.
+        self._error: BaseException | None = None
+        self._set = False
+        self._lock = None
+        self._event = None
+        self._settled = settled
+
+    def _settle(self, error: BaseException | None) -> None:
+        if self._set:
+            raise RuntimeError("a send's outcome was set twice")
+        self._error = error
+        self._set = True
+        self._settled(error)
 
 
 class NoWait:
@@ -143,15 +172,51 @@ class NoWait:
         body: bytes,
         headers: Mapping[str, str] | None,
         message_id: str | None,
+        settled: Callable[[BaseException | None], None],
     ) -> OutboundMessage | None:
         """Write a confirmed send now, or None when it would have to wait (nothing written).
 
-        The entry's future completes with the broker's confirmation. Call after
-        :meth:`ready_or_arm` said yes; None means the state changed in between.
+        ``settled(error)`` is called once with its outcome (None: confirmed), on the thread
+        that settles it. Call after :meth:`ready_or_arm` said yes; None means the state
+        changed in between. The send path's own steps, in its order: count, enter in the
+        outbox, write under the session's I/O lock (``Sender.submit``), with a
+        :class:`Handoff` for an outcome.
         """
         sender = self._sender
+        if sender.observer is not None:
+            return self._submit_observed(destination, body, headers, message_id, settled)
+        chosen_id, merged = sender.headers_for(headers, message_id)
+        outbox = sender._outbox
+        with self._cond:
+            slot = self._state.connected_slot()
+            if slot is None or not outbox.has_room(len(body)):
+                return None
+            sender._counters.sent += 1
+            message = outbox.new(
+                message_id=chosen_id,
+                destination=destination,
+                body=body,
+                headers=merged,
+                kind="confirmed",
+                future=Handoff(settled),
+            )
+            outbox.add(message, slot)  # a confirmed send evicts nothing
+        with slot.io_lock:
+            sender._write_locked(slot, message)
+        return message
+
+    def _submit_observed(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str] | None,
+        message_id: str | None,
+        settled: Callable[[BaseException | None], None],
+    ) -> OutboundMessage | None:
+        # An observed send (OpenTelemetry) ends its observation through a Future's callback:
+        # the send path's own submit, refusing to wait.
         try:
-            message = sender.submit(
+            message = self._sender.submit(
                 destination,
                 body,
                 headers,
@@ -163,7 +228,9 @@ class NoWait:
         except SendTimeout:
             return None
         assert message is not None
-        assert isinstance(message.future, Future)  # confirmed, not blocking: a future
+        outcome = message.future
+        assert isinstance(outcome, Future)  # confirmed, not blocking: a future
+        outcome.add_done_callback(lambda done: settled(done.exception()))
         return message
 
     def settled_or_arm(self, message: OutboundMessage) -> bool:
