@@ -80,16 +80,18 @@ def test_a_bounded_connect_to_dead_brokers_fails_with_every_cause() -> None:
     run(scenario)
 
 
-def test_pipelined_sends_are_handed_to_the_loop_in_bursts() -> None:
-    rig = make((A,))
+def test_a_burst_of_confirmations_is_one_hand_off_to_the_loop() -> None:
+    rig = make((A,), auto_confirm=False)
 
     async def scenario() -> None:
         async with rig.conn as conn:
             futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
+            await asyncio.sleep(0)
+            before = conn.handoffs
+            rig.connector.session(A).confirm()  # 200 confirmations before the loop runs again
             await asyncio.gather(*futures)
+            assert conn.handoffs - before == 1
             assert conn.stats()["confirmed"] == 200
-            # One wake-up of the loop per burst of confirmations, not one per message.
-            assert conn.handoffs < 50
 
     run(scenario)
 
@@ -327,5 +329,16 @@ def test_a_failing_listener_is_counted_and_the_others_still_hear() -> None:
         async with rig.conn as conn:
             await eventually(lambda: any(isinstance(e, Connected) for e in heard))
             assert conn.stats()["listener_errors"] >= 1
+
+    run(scenario)
+
+
+def test_connect_after_close_raises_connection_closed() -> None:
+    rig = make((A,))
+
+    async def scenario() -> None:
+        await rig.conn.close()
+        with pytest.raises(ConnectionClosed):
+            await rig.conn.connect()
 
     run(scenario)

@@ -18,9 +18,10 @@ import asyncio
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 
-__all__ = ["BATCH", "LoopBridge"]
+__all__ = ["BATCH", "SLICE", "Fairness", "LoopBridge"]
 
 _log = logging.getLogger("failover_client.aio")
 
@@ -91,3 +92,32 @@ class LoopBridge:
             loop = self._loop
             assert loop is not None
             loop.call_soon(self._drain)  # still marked scheduled: later posts only append
+
+
+SLICE = 0.0005
+"""Seconds of work a caller may do on the loop without suspending before it yields once."""
+
+
+class Fairness:
+    """Bounds how long a run of calls that need not wait holds the loop.
+
+    A pipelined burst with room in the window, or a buffer full of deliveries, never has to
+    suspend: without this, ten thousand of them would run as one step of the loop and hold
+    every other task (a ticker, a web request) for its whole length. Each call asks
+    :meth:`pause`, which yields to the loop once :data:`SLICE` seconds passed since the caller
+    last suspended.
+    """
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    def suspended(self) -> None:
+        """The caller just waited (the loop ran other work meanwhile)."""
+        self._since = time.perf_counter()
+
+    async def pause(self) -> None:
+        if time.perf_counter() - self._since >= SLICE:
+            await asyncio.sleep(0)  # one turn of the loop for the others
+            self._since = time.perf_counter()

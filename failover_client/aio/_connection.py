@@ -23,7 +23,7 @@ from failover_client._clock import Clock
 from failover_client._errors import SendTimeout
 from failover_client._events import Event
 from failover_client.adapter import AckMode, Connector
-from failover_client.aio._bridge import LoopBridge
+from failover_client.aio._bridge import Fairness, LoopBridge
 from failover_client.aio._consume import AsyncHandler, AsyncSubscription
 from failover_client.aio._events import AsyncListener, EventHub, EventStream
 from failover_client.engine._arguments import (
@@ -46,10 +46,6 @@ from failover_client.engine._topology import TopologySource, UriSourceFactory
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["AsyncFailoverConnection"]
-
-STREAK = 32
-"""Sends written without waiting before the sender yields to the loop once (a pipelined burst
-of a thousand sends must not hold the loop for the whole burst)."""
 
 
 class _Changes:
@@ -170,7 +166,7 @@ class AsyncFailoverConnection:
         self._nowait = NoWait(self._sync, Wakeup(lambda: bridge.post(changes.fire)))
         self._started: asyncio.Future[None] | None = None
         self._subscriptions: list[AsyncSubscription] = []
-        self._streak = 0
+        self._fairness = Fairness()
         self._closed = False
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -195,7 +191,8 @@ class AsyncFailoverConnection:
             first = Wakeup(
                 lambda: self._bridge.post(functools.partial(_resolve, started)), stays_set=True
             )
-            self._nowait.start(seconds, first)
+            if not self._nowait.start(seconds, first):
+                started.set_result(None)  # closed before: startup_error() says so
         wait = bounded(seconds)
         try:
             # Shielded: a cancelled connect() leaves the start-up to the other awaiters.
@@ -273,6 +270,7 @@ class AsyncFailoverConnection:
         message, confirmed = await self._write(destination, body, headers, message_id, budget)
         if budget.connected is None and budget.failing_over is None:
             await confirmed
+            self._fairness.suspended()
             return
         if not await self._until(functools.partial(self._nowait.settled_or_arm, message), budget):
             bound = budget.exceeded() if budget.connected != budget.failing_over else "timeout"
@@ -282,6 +280,7 @@ class AsyncFailoverConnection:
                 message_id=message.message_id,
             )
             if self._nowait.abandon(message, error):
+                confirmed.cancel()  # its outcome is this error, raised here
                 raise error
         await confirmed
 
@@ -335,7 +334,6 @@ class AsyncFailoverConnection:
                 if message is not None:
                     break
                 continue  # the state changed since the check: look again
-            self._streak = 0
             at = budget.deadline(nowait.connected(), loop.time())
             if at is not None and loop.time() >= at:
                 reason = f"not connected ({self.state})" if not nowait.connected() else "no room"
@@ -344,10 +342,8 @@ class AsyncFailoverConnection:
                     message_id=message_id,
                 )
             await self._changes.wait(loop, at)
-        self._streak += 1
-        if self._streak >= STREAK:
-            self._streak = 0
-            await asyncio.sleep(0)  # let the loop's other work run (see STREAK)
+            self._fairness.suspended()
+        await self._fairness.pause()
         return message, confirmed
 
     async def _until(self, ready_or_arm: Callable[[], bool], budget: PhasedBudget) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from failover_client._events import HandlerError
 from failover_client.adapter import AckMode
+from failover_client.aio._bridge import Fairness
 from failover_client.engine._nowait import NoWait, Wakeup
 from failover_client.engine._subscriptions import Message, Subscription
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncHandler", "AsyncMessage", "AsyncSubscription"]
 
 _log = logging.getLogger("failover_client.aio")
-
-STREAK = 32
-"""Messages taken without waiting before the taker yields to the loop once: a burst of ten
-thousand buffered messages must not hold the loop for the whole burst."""
 
 
 class AsyncMessage:
@@ -119,7 +116,7 @@ class AsyncSubscription:
         self._hub = hub
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup = Wakeup(lambda: bridge.post(self._woken))
-        self._streak = 0
+        self._fairness = Fairness()
         self._handler = handler
         self.task: asyncio.Task[None] | None = None
         """The task awaiting the coroutine handler (None without a handler)."""
@@ -165,12 +162,8 @@ class AsyncSubscription:
         while True:
             message = self._nowait.receive(self._subscription)
             if message is not None:
-                self._streak += 1
-                if self._streak >= STREAK:
-                    self._streak = 0
-                    await asyncio.sleep(0)  # let the loop's other work run (see STREAK)
+                await self._fairness.pause()
                 return AsyncMessage(message)
-            self._streak = 0
             if self._closing:
                 return None  # the handler is being stopped and nothing more is buffered
             if self._nowait.buffered_or_arm(self._subscription, self._wakeup):
@@ -183,6 +176,7 @@ class AsyncSubscription:
             handle = None if at is None else loop.call_at(at, self._woken)
             try:
                 await self._waiter  # ends: a delivery, the end of the subscription, or `at`
+                self._fairness.suspended()
             finally:
                 if handle is not None:
                     handle.cancel()

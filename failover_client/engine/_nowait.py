@@ -110,12 +110,12 @@ class NoWait:
 
     # --- start-up ----------------------------------------------------------------------------
 
-    def start(self, seconds: float | None, first_outcome: Wakeup) -> None:
+    def start(self, seconds: float | None, first_outcome: Wakeup) -> bool:
         """What ``connect()`` does before it waits: start the loop and the sources.
 
         ``first_outcome`` replaces the loop's own event (set once the first session is up, or
-        the loop gave up or was closed) so that its ``set`` reaches the caller. Does nothing
-        once started.
+        the loop gave up or was closed) so that its ``set`` reaches the caller. False (and
+        nothing done) when it was started or closed before.
         """
         conn = self._connection
         conn._guard.check()
@@ -124,7 +124,7 @@ class NoWait:
             if starting:
                 self._state.state = "connecting"
         if not starting:
-            return
+            return False
         first_outcome.arm()
         conn._loop.first_outcome = first_outcome
         if seconds is not None:
@@ -132,6 +132,7 @@ class NoWait:
         conn._dispatcher.start()
         conn._loop.start()
         conn._topology.start()
+        return True
 
     def started(self) -> bool:
         """Whether the first outcome of the start-up is known."""
