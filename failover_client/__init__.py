@@ -215,8 +215,8 @@ _LAZY: dict[str, str] = {
 }
 
 _SUBMODULES = frozenset(
-    {"adapter", "amqp", "cli", "demo", "engine", "net", "openwire", "policies", "spark", "stomp"}
-    | {"testing", "topology", "uri"}
+    {"adapter", "aio", "amqp", "cli", "demo", "engine", "net", "openwire", "policies"}
+    | {"spark", "stomp", "testing", "topology", "uri"}
 )
 
 
@@ -285,6 +285,7 @@ def __getattr__(name: str) -> _Any:
 # Subpackages a user imports by name; dir() lists those already imported.
 _PUBLIC_SUBPACKAGES = (
     "adapter",
+    "aio",
     "amqp",
     "cli",
     "demo",

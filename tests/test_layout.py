@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
     "failover_client.testing": 6,
     "failover_client.cli": 6,
     "failover_client.otel": 6,
+    "failover_client.aio": 6,
     "failover_client.demo": 7,
 }
 

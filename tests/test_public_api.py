@@ -98,7 +98,7 @@ def test_dir_lists_only_the_public_names() -> None:
     names = dir(failover_client)
     assert "annotations" not in names
     subpackages = {"adapter", "amqp", "cli", "demo", "policies", "spark", "stomp", "testing"}
-    subpackages |= {"otel", "topology", "uri"}
+    subpackages |= {"aio", "otel", "topology", "uri"}
     extra = set(names) - set(failover_client.__all__) - {"__version__"}
     assert extra <= subpackages, extra
     assert set(failover_client.__all__) <= set(names)
