@@ -1,10 +1,11 @@
 """Acknowledgements of ``auto`` callback subscriptions, in batches (``engine._autoack``).
 
 An ``auto`` callback subscription is ``client`` mode on the wire: one acknowledgement settles
-every earlier message of its session. The engine writes one per half prefetch window, or when
-nothing more of the session waits in the buffer, or at a stop; before a rejection, a release or
-an UNSUBSCRIBE on the session it writes the one it holds. Every test records the order of the
-frames on the fake broker and checks that no message is acknowledged before its handler ran.
+every earlier message of its session. The engine writes one per half prefetch window, or once
+the buffer stayed empty for ``ACK_LINGER``, or at a stop; before a rejection, a release or an
+UNSUBSCRIBE on the session, and before a session being left closes, it writes the one it holds.
+Every test records the order of the frames on the fake broker and checks that no message is
+acknowledged before its handler ran.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from test_manager_support import A, B, make, running
 
 from failover_client._events import DrainFinished, DrainStarted, HandlerError
 from failover_client.adapter import Received
-from failover_client.engine._autoack import AutoAcks
+from failover_client.engine._autoack import ACK_LINGER, AutoAcks
 from failover_client.engine._subscriptions import Message
 from failover_client.testing import FakeSession
 
@@ -84,27 +85,51 @@ def test_one_acknowledgement_per_half_window() -> None:
         assert subscription.handled == 30
 
 
-def test_the_last_message_waiting_is_acknowledged_at_once() -> None:
-    rig = make((A,))
-    gate = threading.Event()
+def test_an_empty_buffer_does_not_write_an_acknowledgement_before_the_half_window() -> None:
+    rig = make((A,), autojump=False)
     handled: set[bytes] = set()
 
-    def handler(message: Message) -> None:
-        gate.wait(5)
-        handled.add(message.body)
-
     with running(rig):
-        subscription = rig.conn.subscribe("/queue/in", handler, id="s1", prefetch=10)
+        rig.conn.subscribe("/queue/in", lambda m: handled.add(m.body), id="s1", prefetch=10)
         session = rig.connector.session(A)
         frames = _record(session, handled)
         for number in range(3):
             session.deliver("s1", b"%d" % number)
-        gate.set()
-        # Fewer than half the window, but nothing more waits: not left unacknowledged.
+        # Handled faster than the broker sends: the buffer is empty for a moment, and the
+        # worker waits for more (up to ACK_LINGER) instead of writing an ACK for three.
+        assert rig.clock.wait_for_deadline(ACK_LINGER)
+        assert handled == {b"0", b"1", b"2"}
+        assert frames == []
+        for number in range(3, 7):
+            session.deliver("s1", b"%d" % number)
+        # Half the window (5) handled: one ACK, with no time gone by.
+        assert rig.connector.wait_until(lambda: frames == [("ack", b"4")])
+        assert rig.connector.wait_until(lambda: len(handled) == 7)
+        assert session.unsettled("s1") == 2
+
+
+def test_handled_messages_are_acknowledged_once_the_buffer_stays_empty() -> None:
+    rig = make((A,), autojump=False)
+    handled: set[bytes] = set()
+
+    with running(rig):
+        subscription = rig.conn.subscribe(
+            "/queue/in", lambda m: handled.add(m.body), id="s1", prefetch=10
+        )
+        session = rig.connector.session(A)
+        frames = _record(session, handled)
+        for number in range(3):
+            session.deliver("s1", b"%d" % number)
+        assert rig.clock.wait_for_deadline(ACK_LINGER)
+        assert frames == []
+        # Fewer than half the window, but nothing more came: not left unacknowledged.
+        rig.clock.advance(ACK_LINGER)
         assert rig.connector.wait_until(lambda: session.unsettled("s1") == 0)
         assert frames == [("ack", b"2")]
         assert rig.connector.wait_until(lambda: subscription.in_flight == 0)
         session.deliver("s1", b"later")
+        assert rig.clock.wait_for_deadline(2 * ACK_LINGER)
+        rig.clock.advance(ACK_LINGER)
         assert rig.connector.wait_until(lambda: session.unsettled("s1") == 0)
         assert frames == [("ack", b"2"), ("ack", b"later")]
 
@@ -253,7 +278,7 @@ def test_a_drained_session_has_everything_acknowledged_before_it_closes() -> Non
         assert rig.clock.wait_for_deadline(rig.clock.monotonic() + 1.0)
         for number in range(3):
             old.deliver("q", b"%d" % number)
-        assert rig.connector.wait_until(lambda: old.unsettled("q") == 0)
+        assert rig.connector.wait_until(lambda: len(handled) == 3)
         rig.clock.advance(1.0)  # quiet for 1 s after the deliveries: the drain ends
         rig.events.wait_for(DrainFinished)
         assert rig.connector.wait_until(lambda: old.closed)

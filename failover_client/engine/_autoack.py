@@ -6,29 +6,56 @@ delivered on the subscription. Its handler worker handles the subscription's mes
 time, in delivery order, so once a message is handled so is everything before it, and one
 ACK can stand for many. Per-message ACKs cost the broker a frame each (ActiveMQ and RabbitMQ
 spend more on them than on the delivery); one ACK per half window keeps the broker's window
-open (it refills while the other half is still being handled) at a fraction of the frames.
+open (it refills while the other half is still being handled) at a fraction of the frames,
+as ActiveMQ's own client (its delivered acknowledgement at half the prefetch) and AMQP
+receivers (credit topped up at half the window) do.
 
 An acknowledgement is written when, for the message's session:
 
-* half the prefetch window was handled since the last one, or
-* nothing more of that session is waiting in the buffer (the broker is idle or the session is
-  being left): nothing handled stays unacknowledged while the subscription waits;
-* a stop (close, drain, unsubscribe) takes every pending one.
+* half the prefetch window was handled since the last one;
+* the buffer stayed empty for :data:`ACK_LINGER` after it (the broker is idle): nothing
+  handled stays unacknowledged while the subscription waits. A buffer that empties for a
+  moment, as it does whenever the handler is faster than the broker, does not write one:
+  with fewer than half the window pending the broker still has half a window of credit and
+  is sending already, and an ACK per momentary gap costs the broker a frame per few messages;
+* the session's own messages ran out while another session's wait in the buffer (a move), or
+  the session stopped consuming the subscription (being left): one at a time, at once;
+* a stop (close, drain, unsubscribe) takes every pending one, and a session being left gets
+  its pending ones written before it is flushed and closed.
 
 A rejection or a release in ``client`` mode is cumulative too (RabbitMQ rejects or requeues every
 earlier unacknowledged message with it), and a broker may refuse an acknowledgement after the
 subscription's UNSUBSCRIBE: so the pending acknowledgement of a subscription on a session is
-written before any rejection, release or UNSUBSCRIBE there, and a session that stopped consuming
-the subscription (being left) gets its handled messages acknowledged one at a time.
+written before any rejection, release or UNSUBSCRIBE there.
 """
 
 from __future__ import annotations
 
 import threading
 
-from failover_client.engine._subscriptions import Message
+from failover_client.engine._slot import Slot
+from failover_client.engine._subscriptions import Message, Subscription
 
-__all__ = ["AutoAcks"]
+__all__ = ["ACK_LINGER", "AutoAcks", "batched", "may_wait"]
+
+ACK_LINGER = 0.05
+"""Seconds a subscription's buffer stays empty before its pending acknowledgements are written."""
+
+
+def batched(subscription: Subscription) -> bool:
+    """Whether the engine acknowledges ``subscription`` cumulatively, in batches."""
+    return subscription.ack == "auto" and subscription.spec.ack == "client"
+
+
+def may_wait(message: Message) -> bool:
+    """Whether the acknowledgement of ``message``, just handled, may wait for a later one: more
+    of its session is buffered, or nothing is (the worker writes it after ``ACK_LINGER``); not
+    when other sessions' messages are next, nor on a session that stopped consuming it."""
+    slot, subscription = message.session, message.subscription
+    if isinstance(slot, Slot) and slot.releases(subscription.id):
+        return False
+    inbox = subscription.inbox
+    return inbox.more_from(slot) or inbox.idle()
 
 
 class AutoAcks:
@@ -41,7 +68,7 @@ class AutoAcks:
     def handled(self, message: Message, *, more: bool) -> Message | None:
         """``message`` was handled; the message to acknowledge now (cumulatively), if any.
 
-        ``more``: further messages of its session wait in the subscription's buffer.
+        ``more``: the acknowledgement may wait for a later message (:func:`may_wait`).
         """
         key = (message.subscription.id, message.session)
         batch = max(1, message.subscription.prefetch // 2)

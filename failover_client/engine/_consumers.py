@@ -52,7 +52,7 @@ from failover_client._events import (
 )
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._arguments import check_timeout
-from failover_client.engine._autoack import AutoAcks
+from failover_client.engine._autoack import ACK_LINGER, AutoAcks, batched, may_wait
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._inbox import Inbox
 from failover_client.engine._observe import Observer, broker_of, observe_handler, safely
@@ -257,9 +257,17 @@ class Consumers:
 
     def _work(self, subscription: Subscription) -> None:
         inbox = subscription.inbox
-        batched = _batched(subscription)
+        batch = batched(subscription)
+        pending = False
         with running_on(self._clock):
-            while (message := inbox.take(None)) is not None:  # None: the inbox stopped
+            while True:
+                message = inbox.take(ACK_LINGER if pending else None)  # None: till it stops
+                if message is None:
+                    if not (pending and inbox.taking):
+                        break  # the inbox stopped
+                    self._ack_handled(subscription)  # the buffer stayed empty (``_autoack``)
+                    pending = False
+                    continue
                 source = message.session
                 if isinstance(source, Slot) and source.releases(subscription.id):
                     message.mark_settled()
@@ -267,7 +275,7 @@ class Consumers:
                     self._releases.hand_back(source, subscription, message.received, now=True)
                     inbox.finish(message, handled=False)
                     continue
-                self._handle(subscription, message, batched)
+                pending = self._handle(subscription, message, batch)
         self._ack_handled(subscription)
         with self._lock:
             self._workers.pop(threading.current_thread(), None)
@@ -276,7 +284,7 @@ class Consumers:
         if slot is not None:
             self._unsubscribe_on(slot, subscription.id)
 
-    def _handle(self, subscription: Subscription, message: Message, batched: bool) -> None:
+    def _handle(self, subscription: Subscription, message: Message, batch: bool) -> bool:
         handler = subscription.handler
         assert handler is not None
         if self.observer is not None:
@@ -294,19 +302,16 @@ class Consumers:
             if subscription.ack == "auto" or subscription.spec.ack != "client":
                 self._settle_quietly(message, nack=True)
         else:
-            if batched:
-                slot = message.session
-                # A session that stopped consuming it (being left) gets each one at once.
-                more = subscription.inbox.more_from(slot) and not (
-                    isinstance(slot, Slot) and slot.releases(subscription.id)
-                )
-                due = self._auto_acks.handled(message, more=more)
-                if due is not None:
-                    self._settle_quietly(due, nack=False)
+            if batch:
+                due = self._auto_acks.handled(message, more=may_wait(message))
+                if due is None:
+                    return True
+                self._settle_quietly(due, nack=False)
             elif subscription.ack == "auto":
                 self._settle_quietly(message, nack=False)
         finally:
             subscription.inbox.finish(message)
+        return False
 
     def _ack_handled(self, subscription: Subscription) -> None:
         """Write the batched acknowledgements still pending (before any release: in
@@ -382,7 +387,7 @@ class Consumers:
         """Ack/nack on the session that delivered ``message`` (held while a stop is under way)."""
         self._state.check_process()
         subscription = message.subscription
-        if nack and _batched(subscription):
+        if nack and batched(subscription):
             # A rejection is cumulative in ``client`` mode: the handled ones before it first.
             earlier = self._auto_acks.take_for(subscription.id, message.session)
             if earlier is not None and not earlier.settled:
@@ -494,8 +499,3 @@ class Consumers:
             orphans = list(self._workers.values())
         for subscription in (*self._state.keeper.all(), *orphans):
             subscription.inbox.close()
-
-
-def _batched(subscription: Subscription) -> bool:
-    """Whether the engine acknowledges ``subscription`` cumulatively, in batches (``_autoack``)."""
-    return subscription.ack == "auto" and subscription.spec.ack == "client"

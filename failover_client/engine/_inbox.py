@@ -184,6 +184,11 @@ class Inbox:
         # answer may change right after it with or without the lock.
         return self._holding.get(slot, 0) > 1
 
+    def idle(self) -> bool:
+        """Whether nothing is buffered (the message being handled, if any, was the last)."""
+        # Read without the lock, as ``more_from``: ``len`` of a deque is atomic.
+        return not self._items
+
     def holds(self, slot: object) -> bool:
         """Whether a message of session ``slot`` is buffered here or still being handled."""
         with self._lock:

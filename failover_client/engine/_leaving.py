@@ -272,7 +272,10 @@ class Departures:
     def _flushed(self, number: int) -> None:
         with self._lock:
             departure = self._departures.get(number)
-            if departure is not None:
+        if departure is not None:
+            # Handled messages whose acknowledgement waits for more (``_autoack``): none comes.
+            self._ack_handled(departure.slot, list(departure.drained))
+            with self._lock:
                 departure.flushed = True
         self._state.wake.set()
 

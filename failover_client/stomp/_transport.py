@@ -159,6 +159,11 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
                 self.sel.register(sock, selectors.EVENT_READ)
                 self.blocking = False
             sock.setblocking(self.blocking)
+            # Frames go out whole, gathered by the writer (``net._writer``): Nagle's algorithm
+            # would only hold a small frame back. It holds an ACK until the broker acknowledges
+            # the previous segment, which a broker whose window is full (it sends nothing until
+            # that ACK) does after its delayed-ACK timer (40 ms on Linux): the consumer stalls.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except BaseException:
             self._drop_queue()
             sock.close()
