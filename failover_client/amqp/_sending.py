@@ -139,6 +139,10 @@ class Outgoing:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    def attached(self) -> list[str]:
+        """The destinations whose links the broker attached, sorted (for tests and reprs)."""
+        return sorted(d for d, sender in list(self._by_destination.items()) if sender.attached)
+
     def send(self, outbound: Outbound) -> None:
         """Write ``outbound`` now if its link has credit, else queue it behind the others."""
         sender = self._by_destination.get(outbound.destination)
