@@ -145,25 +145,36 @@ def run_throughput(cluster: Cluster, reps: int, scale: float) -> dict[str, Any]:
         table_of = throughput_methods(cluster, queue, fc)
         names = list(table_of)
         rates: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         for rep in range(reps + 1):  # round 0 warms broker and client up, not recorded
-            totals = {name: [0, 0.0] for name in names}
+            totals = {name: [0, 0.0, 0.0] for name in names}
             for half in (names, names[::-1]):
                 for name in half:
                     method, base = table_of[name]
                     count = max(50, int(base * scale / 2))
+                    # Every thread of this process (ours and proton's): the client's CPU.
+                    cpu_before = time.process_time()
                     elapsed = method(count)
+                    totals[name][2] += time.process_time() - cpu_before
                     totals[name][0] += count
                     totals[name][1] += elapsed
                     label = "warm-up" if rep == 0 else f"rep {rep}"
                     log(f"{label}: {name:44} {count:>6} msgs {count / elapsed:>9,.0f} msg/s")
             if rep > 0:
-                for name, (count, elapsed) in totals.items():
+                for name, (count, elapsed, used) in totals.items():
                     rates[name].append(count / elapsed)
+                    cpu[name].append(used / count * 1e6)
         stats = fc.stats()
     finally:
         fc.close()
     medians = {name: statistics.median(r) for name, r in rates.items()}
-    return {"rates_msg_per_s": rates, "medians_msg_per_s": medians, "client_stats": stats}
+    return {
+        "rates_msg_per_s": rates,
+        "medians_msg_per_s": medians,
+        "cpu_us_per_msg": cpu,
+        "median_cpu_us_per_msg": {name: statistics.median(c) for name, c in cpu.items()},
+        "client_stats": stats,
+    }
 
 
 # -- failover --------------------------------------------------------------------------------

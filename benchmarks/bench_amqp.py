@@ -12,7 +12,9 @@ raw proton drivers in ``_amqp_raw.py``.
 Throughput (node 0; 128-byte non-durable messages to one queue capped at 1,000 messages, the
 oldest dropped, so no run pays for another's backlog). Each repetition runs every method twice
 with half the messages, down the list and back up (A B ... Z Z ... B A), so each pair runs in
-both orders; reported are medians over repetitions and ratios of medians:
+both orders; reported are medians over repetitions and ratios of medians, and the client's CPU
+per message (the process's CPU time, every thread, over the method's messages; for the raw
+methods it includes their connect and close):
 
 * ``failover send_async()+flush()`` (the confirmation window) vs ``raw Container, acceptance
   tracked`` (target at least 0.9) and vs ``raw BlockingConnection`` (a settlement awaited per
@@ -93,11 +95,18 @@ FAILOVER_HEADER = [
 def throughput_tables(result: dict[str, Any], reps: int) -> str:
     """Rates and ratios; adds ``comparisons`` (each with its target, met or not) to ``result``."""
     rates, medians = result["rates_msg_per_s"], result["medians_msg_per_s"]
+    cpu = result["median_cpu_us_per_msg"]
     comparisons: list[dict[str, Any]] = []
     rows = []
     for name, median in medians.items():
         rows.append(
-            [name, f"{median:,.0f}", f"{min(rates[name]):,.0f}", f"{max(rates[name]):,.0f}"]
+            [
+                name,
+                f"{median:,.0f}",
+                f"{min(rates[name]):,.0f}",
+                f"{max(rates[name]):,.0f}",
+                f"{cpu[name]:,.0f}",
+            ]
         )
         for base, target in COMPARE.get(name, []):
             r = ratio(median, medians[base])
@@ -110,6 +119,7 @@ def throughput_tables(result: dict[str, Any], reps: int) -> str:
                     "ratio_of_medians": r,
                     "target": target,
                     "median_paired_ratio": round(paired, 3),
+                    "cpu_ratio_of_medians": ratio(cpu[name], cpu[base]),
                     "met": met,
                 }
             )
@@ -117,18 +127,27 @@ def throughput_tables(result: dict[str, Any], reps: int) -> str:
     text = table(
         f"AMQP throughput, one RabbitMQ node, 128-byte non-durable bodies, median of {reps} "
         "reps (msg/s)",
-        ["method", "median", "min", "max"],
+        ["method", "median", "min", "max", "client CPU µs/msg"],
         rows,
     )
     text += table(
         "AMQP throughput ratios (ratio of medians; median of the per-repetition ratios beside it)",
-        ["method", "compared with", "ratio of medians", "paired ratio", "target", "met"],
+        [
+            "method",
+            "compared with",
+            "ratio of medians",
+            "paired ratio",
+            "CPU/msg ratio",
+            "target",
+            "met",
+        ],
         [
             [
                 c["method"],
                 c["vs"],
                 f"{c['ratio_of_medians']:.2f}x",
                 f"{c['median_paired_ratio']:.2f}x",
+                f"{c['cpu_ratio_of_medians']:.2f}x",
                 "" if c["target"] is None else f">= {c['target']}x",
                 "" if c["met"] is None else ("yes" if c["met"] else "NO"),
             ]
