@@ -283,6 +283,7 @@ def failover_series(cluster: Cluster, label: str, kills: int, settle: int) -> di
         "label": label,
         "options": SERIES_OPTIONS.get(label),
         "samples_ms": [round(s * 1000, 2) for s in samples],
+        "eof_ms": [round(e * 1000, 2) for e in eof],
         "summary": summary_ms(samples),
         "eof_summary": summary_ms([e for e in eof if e == e]),
         "after_eof_summary": summary_ms(
@@ -299,13 +300,57 @@ def failover_series(cluster: Cluster, label: str, kills: int, settle: int) -> di
     }
 
 
-def run_failover(cluster: Cluster, kills: int, raw_kills: int, settle: int) -> list[dict[str, Any]]:
-    """The failover series in order: FailoverConnection, raw proton twice, delay=0, standby."""
-    plan = [
+def merge_series(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One series from the blocks it was run in (see :func:`run_failover`)."""
+    if len(parts) == 1:
+        return parts[0]
+    samples = [x / 1000 for p in parts for x in p["samples_ms"]]
+    eof = [x / 1000 for p in parts for x in p["eof_ms"]]
+    pairs = [(s, e) for s, e in zip(samples, eof, strict=False) if e == e]
+    return {
+        "label": parts[0]["label"],
+        "options": parts[0]["options"],
+        "blocks": len(parts),
+        "samples_ms": [x for p in parts for x in p["samples_ms"]],
+        "eof_ms": [x for p in parts for x in p["eof_ms"]],
+        "summary": summary_ms(samples),
+        "eof_summary": summary_ms([e for e in eof if e == e]),
+        "after_eof_summary": summary_ms([s - e for s, e in pairs]),
+        **{k: sum(p[k] for p in parts) for k in ("confirmed", "lost", "duplicates")},
+        **{
+            k: [x for p in parts for x in p[k]]
+            for k in ("lost_ids", "duplicate_ids", "unexpected_duplicates")
+        },
+        "client": [p["client"] for p in parts],
+        "error": next((p["error"] for p in parts if p["error"]), None),
+    }
+
+
+def run_failover(
+    cluster: Cluster, kills: int, raw_kills: int, settle: int, blocks: int = 1
+) -> list[dict[str, Any]]:
+    """The failover series: FailoverConnection, raw proton twice, delay=0, standby.
+
+    FailoverConnection, proton's default reconnect and ``delay=0`` run in ``blocks`` turns
+    (their kills shared out, the order reversed every other turn), so a change in the
+    machine's load falls on all three alike; ``Backoff()`` runs in one go (its point is that
+    its delays grow over the kills of one connection), the standby series last.
+    """
+    turns = [
         ("failover", kills),
-        ("raw proton Backoff()", raw_kills),
         ("raw proton default reconnect", raw_kills),
         ("failover delay=0", max(4, kills // 2)),
-        ("failover backup=true", max(4, kills // 2)),
     ]
-    return [failover_series(cluster, label, n, settle) for label, n in plan]
+    parts: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in turns}
+    for block in range(blocks):
+        for label, n in turns if block % 2 == 0 else turns[::-1]:
+            share = n // blocks + (1 if block < n % blocks else 0)
+            if share:
+                parts[label].append(failover_series(cluster, label, share, settle))
+    return [
+        merge_series(parts["failover"]),
+        failover_series(cluster, "raw proton Backoff()", raw_kills, settle),
+        merge_series(parts["raw proton default reconnect"]),
+        merge_series(parts["failover delay=0"]),
+        failover_series(cluster, "failover backup=true", max(4, kills // 2), settle),
+    ]

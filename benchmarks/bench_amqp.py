@@ -1,7 +1,7 @@
 """AMQP 1.0 on RabbitMQ: FailoverConnection over amqp:// vs raw python-qpid-proton, in one run.
 
 Run: ``python benchmarks/bench_amqp.py [--kills 20] [--raw-kills 5] [--reps 6]
-[--chaos-seconds 120] [--only throughput failover chaos] [--name amqp] [--quick]``
+[--blocks 1] [--chaos-seconds 120] [--only throughput failover chaos] [--name amqp] [--quick]``
 
 Two independent RabbitMQ nodes (AMQP 1.0 plugin) on loopback. Every queue is pre-declared
 durable on both nodes and addressed as ``/amq/queue/<name>``; FailoverConnection members name
@@ -31,7 +31,9 @@ Series: FailoverConnection (``randomize=false``, other options default); raw pro
 ``reconnect=Backoff()`` for ``--raw-kills`` consecutive failovers of one connection (its
 schedule is never reset); raw proton with its default reconnect (the anchor); then, with half
 as many kills, FailoverConnection with ``initialReconnectDelay=0``. EOF: when a bare socket
-to the killed node saw the end (no client can notice sooner). Target for the first series: median
+to the killed node saw the end (no client can notice sooner). ``--blocks N`` runs the
+FailoverConnection, default-reconnect and ``initialReconnectDelay=0`` series in N interleaved
+turns, so a change in the machine's load falls on them alike. Target for the first series: median
 at most 20 ms, p95 at most 60 ms, at least 10 times faster than raw ``Backoff()`` and no slower
 than proton's default reconnect (medians; the default is the like-for-like anchor).
 Every series' queue is drained from both nodes at the end and compared with the accepted ids.
@@ -307,6 +309,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--kills", type=int, default=20, help="FailoverConnection kills")
     parser.add_argument("--raw-kills", type=int, default=5, help="kills per raw proton series")
     parser.add_argument("--settle", type=int, default=200, help="accepted messages between kills")
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        default=1,
+        help="turns the failover, default-reconnect and delay=0 series take (interleaved)",
+    )
     parser.add_argument("--reps", type=int, default=6, help="throughput repetitions")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies message counts")
     parser.add_argument("--chaos-seconds", type=float, default=120.0)
@@ -335,7 +343,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["throughput"] = run_throughput(cluster, args.reps, args.scale)
             text += throughput_tables(result["throughput"], args.reps)
         if "failover" in parts:
-            result["failover"] = run_failover(cluster, args.kills, args.raw_kills, args.settle)
+            result["failover"] = run_failover(
+                cluster, args.kills, args.raw_kills, args.settle, args.blocks
+            )
             text += failover_tables(result["failover"])
         if "chaos" in parts:
             cluster.heal()
