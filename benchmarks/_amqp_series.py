@@ -145,25 +145,36 @@ def run_throughput(cluster: Cluster, reps: int, scale: float) -> dict[str, Any]:
         table_of = throughput_methods(cluster, queue, fc)
         names = list(table_of)
         rates: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         for rep in range(reps + 1):  # round 0 warms broker and client up, not recorded
-            totals = {name: [0, 0.0] for name in names}
+            totals = {name: [0, 0.0, 0.0] for name in names}
             for half in (names, names[::-1]):
                 for name in half:
                     method, base = table_of[name]
                     count = max(50, int(base * scale / 2))
+                    # Every thread of this process (ours and proton's): the client's CPU.
+                    cpu_before = time.process_time()
                     elapsed = method(count)
+                    totals[name][2] += time.process_time() - cpu_before
                     totals[name][0] += count
                     totals[name][1] += elapsed
                     label = "warm-up" if rep == 0 else f"rep {rep}"
                     log(f"{label}: {name:44} {count:>6} msgs {count / elapsed:>9,.0f} msg/s")
             if rep > 0:
-                for name, (count, elapsed) in totals.items():
+                for name, (count, elapsed, used) in totals.items():
                     rates[name].append(count / elapsed)
+                    cpu[name].append(used / count * 1e6)
         stats = fc.stats()
     finally:
         fc.close()
     medians = {name: statistics.median(r) for name, r in rates.items()}
-    return {"rates_msg_per_s": rates, "medians_msg_per_s": medians, "client_stats": stats}
+    return {
+        "rates_msg_per_s": rates,
+        "medians_msg_per_s": medians,
+        "cpu_us_per_msg": cpu,
+        "median_cpu_us_per_msg": {name: statistics.median(c) for name, c in cpu.items()},
+        "client_stats": stats,
+    }
 
 
 # -- failover --------------------------------------------------------------------------------
@@ -272,6 +283,7 @@ def failover_series(cluster: Cluster, label: str, kills: int, settle: int) -> di
         "label": label,
         "options": SERIES_OPTIONS.get(label),
         "samples_ms": [round(s * 1000, 2) for s in samples],
+        "eof_ms": [round(e * 1000, 2) for e in eof],
         "summary": summary_ms(samples),
         "eof_summary": summary_ms([e for e in eof if e == e]),
         "after_eof_summary": summary_ms(
@@ -288,13 +300,57 @@ def failover_series(cluster: Cluster, label: str, kills: int, settle: int) -> di
     }
 
 
-def run_failover(cluster: Cluster, kills: int, raw_kills: int, settle: int) -> list[dict[str, Any]]:
-    """The failover series in order: FailoverConnection, raw proton twice, delay=0, standby."""
-    plan = [
+def merge_series(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One series from the blocks it was run in (see :func:`run_failover`)."""
+    if len(parts) == 1:
+        return parts[0]
+    samples = [x / 1000 for p in parts for x in p["samples_ms"]]
+    eof = [x / 1000 for p in parts for x in p["eof_ms"]]
+    pairs = [(s, e) for s, e in zip(samples, eof, strict=False) if e == e]
+    return {
+        "label": parts[0]["label"],
+        "options": parts[0]["options"],
+        "blocks": len(parts),
+        "samples_ms": [x for p in parts for x in p["samples_ms"]],
+        "eof_ms": [x for p in parts for x in p["eof_ms"]],
+        "summary": summary_ms(samples),
+        "eof_summary": summary_ms([e for e in eof if e == e]),
+        "after_eof_summary": summary_ms([s - e for s, e in pairs]),
+        **{k: sum(p[k] for p in parts) for k in ("confirmed", "lost", "duplicates")},
+        **{
+            k: [x for p in parts for x in p[k]]
+            for k in ("lost_ids", "duplicate_ids", "unexpected_duplicates")
+        },
+        "client": [p["client"] for p in parts],
+        "error": next((p["error"] for p in parts if p["error"]), None),
+    }
+
+
+def run_failover(
+    cluster: Cluster, kills: int, raw_kills: int, settle: int, blocks: int = 1
+) -> list[dict[str, Any]]:
+    """The failover series: FailoverConnection, raw proton twice, delay=0, standby.
+
+    FailoverConnection, proton's default reconnect and ``delay=0`` run in ``blocks`` turns
+    (their kills shared out, the order reversed every other turn), so a change in the
+    machine's load falls on all three alike; ``Backoff()`` runs in one go (its point is that
+    its delays grow over the kills of one connection), the standby series last.
+    """
+    turns = [
         ("failover", kills),
-        ("raw proton Backoff()", raw_kills),
         ("raw proton default reconnect", raw_kills),
         ("failover delay=0", max(4, kills // 2)),
-        ("failover backup=true", max(4, kills // 2)),
     ]
-    return [failover_series(cluster, label, n, settle) for label, n in plan]
+    parts: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in turns}
+    for block in range(blocks):
+        for label, n in turns if block % 2 == 0 else turns[::-1]:
+            share = n // blocks + (1 if block < n % blocks else 0)
+            if share:
+                parts[label].append(failover_series(cluster, label, share, settle))
+    return [
+        merge_series(parts["failover"]),
+        failover_series(cluster, "raw proton Backoff()", raw_kills, settle),
+        merge_series(parts["raw proton default reconnect"]),
+        merge_series(parts["failover delay=0"]),
+        failover_series(cluster, "failover backup=true", max(4, kills // 2), settle),
+    ]

@@ -170,3 +170,37 @@ def test_acks_given_just_before_close_reach_the_broker(rabbitmq_cluster: Cluster
         session.close()  # at once: the acks are still queued for the session's thread
     # Acknowledged, so gone: nothing waits on the queue to be delivered again.
     assert broker.drain(queue.replace("/amq/queue/", "/queue/"), protocol="amqp", idle=1.0) == []
+
+
+def test_a_new_session_attaches_the_links_its_connector_sent_on(rabbitmq_cluster: Cluster) -> None:
+    broker = rabbitmq_cluster[0]
+    queue = f"/amq/queue/{queue_name(durable_queue(rabbitmq_cluster))}"
+    login, passcode = broker.credentials or (None, None)
+    connector = AmqpConnector(
+        FailoverOptions(), login=login, passcode=passcode, heartbeat=(0, 0), close_timeout=0.5
+    )
+    listener = ContractListener()
+
+    def connect() -> AmqpSession:
+        return connector.connect(
+            _address(broker), timeout=SAFETY, listener=listener, cancel=Cancel()
+        )
+
+    first = connect()
+    try:
+        first.send(queue, b"m-0", {}, listener.confirmation(0))
+        assert listener.wait_for(lambda: 0 in listener.confirmations, SAFETY)
+    finally:
+        first.close()
+    second = connect()
+    try:
+        outgoing = second._events.outgoing
+        # Attached with the open, before any send.
+        assert listener.wait_for(lambda: outgoing.attached() == [queue], SAFETY)
+        second.send(queue, b"m-1", {}, listener.confirmation(1))
+        assert listener.wait_for(lambda: 1 in listener.confirmations, SAFETY)
+        assert outgoing.attached() == [queue]  # the send used the link attached ahead
+    finally:
+        second.close()
+    assert listener.confirmations == {0: [None], 1: [None]}
+    assert listener.lost == []

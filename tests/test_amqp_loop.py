@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from proton import Handler
+from proton import Event, Handler
 from proton.reactor import Container
 
 from failover_client.amqp._loop import ContainerThread, PlainContainer, _Mailbox
@@ -13,7 +13,7 @@ from failover_client.amqp._loop import ContainerThread, PlainContainer, _Mailbox
 
 def test_the_plain_container_sets_what_proton_sets_but_no_default_tls() -> None:
     ours, theirs = PlainContainer(container_id="c"), Container(container_id="c")
-    assert set(vars(ours)) == set(vars(theirs))
+    assert set(vars(ours)) == set(vars(theirs)) | {"_io_selector"}
     assert ours.ssl is None
     assert theirs.ssl is not None  # proton's builds two OpenSSL contexts we never use
     for name in ("container_id", "allow_insecure_mechs", "allowed_mechs", "sasl_enabled"):
@@ -92,3 +92,27 @@ def test_calls_from_many_threads_all_run_on_the_container_thread_in_each_ones_or
     assert seen == {f"t{i}": list(range(2000)) for i in range(3)}
     assert not loop.post(lambda: None)  # the container ended: the mailbox is closed
     assert "ended" in repr(loop)
+
+
+def test_a_batch_of_calls_is_followed_by_one_after_batch_call() -> None:
+    order: list[str] = []
+    mailbox = _Mailbox(after_batch=lambda: order.append("after"))
+    for n in range(3):
+        assert mailbox.post(lambda n=n: order.append(f"call {n}"))
+    mailbox.on_selectable_readable(None)
+    assert order == ["call 0", "call 1", "call 2", "after"]
+    mailbox.release()
+
+
+def test_a_selectable_update_reaches_the_selector_without_an_event() -> None:
+    container = PlainContainer(container_id="c")
+    mailbox = _Mailbox()
+    selectable = container.selectable(mailbox)  # type: ignore[arg-type]
+    selectable.reading = True
+    selectable.update()
+    assert selectable in container._io_selector._reading
+    # Only the selectable's init is queued: the update went to the selector directly.
+    assert container._collector.peek().type is Event.SELECTABLE_INIT
+    container._collector.pop()
+    assert container._collector.peek() is None
+    mailbox.release()

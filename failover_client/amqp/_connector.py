@@ -14,6 +14,7 @@ from failover_client._clock import Clock, SystemClock
 from failover_client._errors import ConfigurationError, ConnectCancelled
 from failover_client.adapter import Cancel, SessionListener
 from failover_client.amqp._handler import ConnectSettings
+from failover_client.amqp._sending import RecentDestinations
 from failover_client.amqp._session import AmqpSession
 from failover_client.amqp._tls import ssl_domain
 from failover_client.net._settings import ConnectorSettings
@@ -73,6 +74,8 @@ class AmqpConnector:
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The same eagerness as every adapter's TLS (files named: built and checked now).
         self._ssl_domain = LazyTls(self._settings.options, ssl_domain)
+        self._recent = RecentDestinations()
+        """Where this connector's sessions sent last: a new session attaches them at once."""
         self._sniffed: set[str] = set()
         """Brokers whose silence was already probed for STOMP (see :meth:`connect`)."""
 
@@ -129,6 +132,7 @@ class AmqpConnector:
             clock=self._clock,
             settings=settings,
             container_id=shared.client_id,
+            recent=self._recent,
         )
         # A port that stays silent is asked once whether it speaks STOMP (the first try of
         # each broker, which for a wrong port is the start-up's): later tries of a hung broker

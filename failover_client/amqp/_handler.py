@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Connection, Endpoint, Handler, Link, SSLDomain, symbol
+from proton import Connection, Endpoint, Handler, Link, ProtonException, SSLDomain, symbol
+from proton.handlers import IOHandler
 from proton.reactor import Container
 
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
@@ -35,7 +36,7 @@ from failover_client.amqp._errors import (
 )
 from failover_client.amqp._mismatch import mismatch_of
 from failover_client.amqp._receiving import Incoming
-from failover_client.amqp._sending import Outgoing
+from failover_client.amqp._sending import Outgoing, RecentDestinations
 from failover_client.amqp._server_list import parse_redirect, parse_server_list
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
@@ -75,11 +76,16 @@ class ConnectSettings:
 class Events(Handler):
     """The proton handler of one session (see the module)."""
 
-    def __init__(self, state: SessionState, settings: ConnectSettings) -> None:
+    def __init__(
+        self,
+        state: SessionState,
+        settings: ConnectSettings,
+        recent: RecentDestinations | None = None,
+    ) -> None:
         super().__init__()
         self._state = state
         self._settings = settings
-        self.outgoing = Outgoing(state, self.fail)
+        self.outgoing = Outgoing(state, self.fail, recent)
         self.incoming = Incoming(state, self.fail)
         self.connection: Connection | None = None
         self.remote_properties: dict[str, Any] = {}
@@ -113,6 +119,8 @@ class Events(Handler):
         self.connection = connection
         self.outgoing.connection = connection
         self.incoming.connection = connection
+        # In the same write as the open: the replayed send finds its link attached.
+        self.outgoing.attach_recent()
 
     def on_connection_remote_open(self, event: Any) -> None:
         connection = event.connection
@@ -175,6 +183,32 @@ class Events(Handler):
         meanwhile (``_receiving``), tell the sends' answers (``_book``)."""
         self.incoming.flush()
         run_all(self._state.book.take_decided(), self._state.report)
+
+    def write_now(self) -> None:
+        """Put what proton has to send on the socket now (after a batch of posted calls).
+
+        What proton's IO handler would do once the selector reports the socket writable, a
+        turn of the loop later, and the same on a failed write. A partial write leaves the
+        rest to that handler: :meth:`IOHandler.update` marks the socket writing.
+        """
+        connection = self.connection
+        transport = None if connection is None else connection.transport
+        selectable = None if transport is None else getattr(transport, "_selectable", None)
+        if transport is None or selectable is None or selectable.is_terminal:
+            return  # not connected yet (the connect selectable writes first) or ended
+        try:
+            pending = transport.pending()
+        except ProtonException:
+            pending = 0  # a closed transport: update() below ends its selectable
+        if pending > 0:
+            try:
+                transport.pop(selectable.send(transport.peek(pending)))
+            except BlockingIOError:
+                pass  # a full socket buffer: update() marks it writing, the IO handler goes on
+            except OSError as exc:
+                _log.debug("%s: write failed: %s", self._state.broker, exc)
+                transport.close_head()  # as proton's IO handler does when its write fails
+        IOHandler.update(transport, selectable, self._container.now)
 
     def on_timer_task(self, event: Any) -> None:
         """The broker did not answer our close in time: drop the connection."""

@@ -34,7 +34,7 @@ from failover_client.amqp._handler import ConnectSettings, Events, crash_error
 from failover_client.amqp._loop import ContainerThread
 from failover_client.amqp._mismatch import STOMP_ANSWER, answers_stomp
 from failover_client.amqp._receiving import ACCEPT, NACK, RELEASE, Settlement, check_prefetch
-from failover_client.amqp._sending import Outbound
+from failover_client.amqp._sending import Outbound, RecentDestinations
 from failover_client.amqp._state import SessionState
 from failover_client.net._completions import run_all
 from failover_client.uri import BrokerAddress
@@ -73,6 +73,7 @@ class AmqpSession:
         clock: Clock,
         settings: ConnectSettings,
         container_id: str | None,
+        recent: RecentDestinations | None = None,
     ) -> None:
         self._state = SessionState(
             self, address, listener=listener, clock=clock, password=settings.password
@@ -81,12 +82,13 @@ class AmqpSession:
         self._settle_lock = threading.Lock()
         self._settlements: list[Settlement] = []
         """Acks, nacks and releases for the container's next :meth:`_settle_queued`."""
-        self._events = Events(self._state, settings)
+        self._events = Events(self._state, settings, recent)
         self._loop = ContainerThread(
             self._events,
             name=f"failover-client-amqp-{address.authority}",
             on_crash=self._crashed,
             container_id=container_id,
+            after_batch=self._events.write_now,
         )
 
     # -- state -----------------------------------------------------------------------------
