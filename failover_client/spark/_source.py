@@ -49,6 +49,7 @@ from failover_client import FailoverClientError
 from failover_client.spark._consumer import Consumer
 from failover_client.spark._driver import SourceDriver
 from failover_client.spark._options import SourceOptions, SparkOptionError, source_options
+from failover_client.spark._s3conf import S3Settings
 from failover_client.spark._spool import Spool, read_batch
 from failover_client.uri import parse
 
@@ -94,14 +95,16 @@ def source_schema(options: Mapping[str, str] | SourceOptions) -> StructType:
     return StructType(fields)
 
 
-def stream_reader(options: Mapping[str, str], schema: StructType) -> FailoverStreamReader:
+def stream_reader(
+    options: Mapping[str, str], schema: StructType, s3: S3Settings | None = None
+) -> FailoverStreamReader:
     """The reader for ``DataSource.streamReader``: options validated, nothing connected."""
     parsed = _validated(options)
     try:
         _check_schema(schema, source_schema(parsed))
     except SparkOptionError as exc:
         raise exc.with_traceback(None) from None
-    return FailoverStreamReader(parsed, schema)
+    return FailoverStreamReader(parsed, schema, s3)
 
 
 def _validated(options: Mapping[str, str]) -> SourceOptions:
@@ -178,13 +181,17 @@ def _brief(method: Callable[P, R]) -> Callable[P, R]:
 class FailoverStreamReader(DataSourceStreamReader):
     """Spark's stream reader over a :class:`SourceDriver` (see the module docstring).
 
-    Picklable: it carries the options and the schema; the driver state is made on first use
-    of an offset method and never pickled.
+    Picklable: it carries the options, the schema and how to reach the spool's store (``s3``,
+    for executors); the driver state is made on first use of an offset method and never
+    pickled.
     """
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: SourceOptions, schema: StructType, s3: S3Settings | None = None
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.s3 = s3
         self._driver: SourceDriver | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -194,7 +201,7 @@ class FailoverStreamReader(DataSourceStreamReader):
 
     def _started(self) -> SourceDriver:
         if self._driver is None:
-            self._driver = _open_driver(self.options)
+            self._driver = _open_driver(self.options, self.s3)
         return self._driver
 
     # --- offsets: the driver's long-lived process --------------------------------------------
@@ -251,7 +258,7 @@ class FailoverStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's messages, from its spool file (stateless: runs on any executor)."""
         assert isinstance(partition, SpoolPartition)
-        table = read_batch(partition.spool, partition.name)
+        table = read_batch(partition.spool, partition.name, self.s3)
         offsets = table.column("offset")
         wanted = pc.and_(
             pc.greater_equal(offsets, partition.start), pc.less(offsets, partition.end)
@@ -288,10 +295,10 @@ def _text(bodies: pa.ChunkedArray) -> pa.ChunkedArray:
         return pa.chunked_array([pa.array(decoded, type=pa.string())])
 
 
-def _open_driver(options: SourceOptions) -> SourceDriver:
+def _open_driver(options: SourceOptions, s3: S3Settings | None = None) -> SourceDriver:
     assert options.checkpoint_location is not None  # checked by stream_reader
     identity = {"destinations": list(options.destinations), "selector": options.selector}
-    spool = Spool.open(options.checkpoint_location, identity)
+    spool = Spool.open(options.checkpoint_location, identity, s3=s3)
     consumer = Consumer(options)
     try:
         consumer.start()
