@@ -22,6 +22,7 @@ import collections
 import concurrent.futures
 import json
 import os
+import queue
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,6 @@ from failover_client.spark import FORMAT, MARKER_DIRECTORY, foreach_batch_sink, 
 from failover_client.spark._spool import SPOOL_DIRECTORY
 from failover_client.testing.brokers import Cluster
 from failover_client.testing.spark import LoopbackS3, SparkSessions
-from integration import test_spark_source
 from integration.test_spark_sink import drain_all
 from integration.test_spark_source import WAIT, Job, outputs
 
@@ -99,6 +99,23 @@ JOB = textwrap.dedent(
 )
 
 
+def batch_lines(job: Job) -> Iterator[str]:
+    """The job's ``batch ...`` lines as they come; ends when it exits or stays quiet too long.
+
+    A cold driver (a new JVM and SparkContext, then the first batch through Python workers)
+    has taken over four minutes on the shared 2-core machine, so the patience is 3 * WAIT.
+    """
+    while True:
+        try:
+            line = job.lines.get(timeout=3 * WAIT)
+        except queue.Empty:
+            return
+        if line is None:
+            return
+        if line.startswith("batch "):
+            yield line
+
+
 def test_a_spool_on_s3a_survives_a_driver_kill(
     activemq_cluster: Cluster,
     unique_queue: str,
@@ -106,9 +123,6 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Job.batch_lines gives up after WAIT seconds without a line; a cold driver with a new
-    # SparkContext on the shared 2-core machine has been seen to need more.
-    monkeypatch.setattr(test_spark_source, "WAIT", 3 * WAIT)
     total = 4_000
     broker = activemq_cluster[0]
     broker.send(unique_queue, [f"s-{n}" for n in range(total)])
@@ -126,7 +140,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
 
     job = Job(script, *args)
     try:
-        for line in job.batch_lines():
+        for line in batch_lines(job):
             if int(line.split()[1]) >= 2:
                 break
         else:
@@ -143,7 +157,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
 
     job = Job(script, *args)
     try:
-        for _ in job.batch_lines():
+        for _ in batch_lines(job):
             if all_there():
                 break
     finally:
