@@ -69,8 +69,10 @@ JOB = textwrap.dedent(
     from failover_client.spark import register
     from failover_client.testing.spark import local_session
 
-    uri, destination, spool, checkpoint, out = sys.argv[1:6]
+    uri, destination, spool, checkpoint, out, log = sys.argv[1:7]
     conf = json.loads(os.environ["JOB_SPARK_CONF"])
+    # The driver's and its JVM's stderr, for the test's failure message.
+    os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), 2)
 
     spark = local_session(app_name="source-s3a-driver-kill", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
@@ -136,7 +138,12 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
     # The job's session gets the S3A settings as a user writes them; the keys stay out of
     # the job's command line.
     monkeypatch.setenv("JOB_SPARK_CONF", json.dumps(s3.spark_conf()))
-    args = (broker.uri(), unique_queue, spool, str(local_checkpoint), str(out))
+    log = tmp_path / "driver.log"
+    args = (broker.uri(), unique_queue, spool, str(local_checkpoint), str(out), str(log))
+
+    def driver_log() -> str:
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return "\n".join(line for line in lines if not line.lstrip().startswith("at "))[-4000:]
 
     job = Job(script, *args)
     try:
@@ -144,7 +151,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
             if int(line.split()[1]) >= 2:
                 break
         else:
-            pytest.fail("the first run of the query committed no batch")
+            pytest.fail(f"the first run of the query committed no batch; its log:\n{driver_log()}")
     finally:
         job.kill()
     before = outputs(out)
@@ -165,7 +172,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
 
     batches = outputs(out)
     bodies = {body for rows in batches.values() for _, body in rows}
-    assert bodies == {f"s-{n}" for n in range(total)}
+    assert bodies == {f"s-{n}" for n in range(total)}, driver_log()
     copies = collections.Counter(message_id for rows in batches.values() for message_id, _ in rows)
     assert max(copies.values()) == 1
     assert len(copies) == total
