@@ -36,7 +36,7 @@ from failover_client.spark import FORMAT, MARKER_DIRECTORY, foreach_batch_sink, 
 from failover_client.spark._spool import SPOOL_DIRECTORY
 from failover_client.testing.brokers import Cluster
 from failover_client.testing.spark import LoopbackS3, SparkSessions
-from integration.test_spark_sink import drain_all
+from integration.test_spark_sink import Progress, drain_all, rate_stream
 from integration.test_spark_source import WAIT, Job, outputs
 
 pytestmark = pytest.mark.integration
@@ -192,19 +192,31 @@ def test_a_foreach_batch_sink_keeps_its_markers_on_s3a(
     s3: LoopbackS3,
     tmp_path: Path,
 ) -> None:
+    rows, per_batch = 900, 300
     prefix = f"{tmp_path.name}/sink"
     sink = foreach_batch_sink(
         activemq_cluster.failover_uri("stomp"),
         destination=unique_queue,
         checkpointLocation=f"s3a://{BUCKET}/{prefix}",
     )
-    frame = spark_s3.range(0, 300, numPartitions=2).select(col("id").cast("string"))
-    for batch in range(3):
-        sink(frame.where(col("id") % 3 == batch), batch)
-    markers = s3.keys(BUCKET, f"{prefix}/{MARKER_DIRECTORY}/")
-    assert markers == [f"{prefix}/{MARKER_DIRECTORY}/batch-{n}.json" for n in range(3)]
+    progress = Progress()
+    spark_s3.streams.addListener(progress)
+    frame = rate_stream(spark_s3, rows, per_batch).select(col("value").cast("string"))
+    query = (
+        frame.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        assert progress.reached(query, rows // per_batch - 1), query.exception()
+    finally:
+        query.stop()
+        spark_s3.streams.removeListener(progress)
+    markers = set(s3.keys(BUCKET, f"{prefix}/{MARKER_DIRECTORY}/"))
+    wanted = {f"{prefix}/{MARKER_DIRECTORY}/batch-{b}.json" for b in range(rows // per_batch)}
+    assert wanted <= markers
     received = drain_all(activemq_cluster, unique_queue)
-    assert sorted(int(m.body) for m in received) == list(range(300))
+    assert {m.text for m in received} == {str(v) for v in range(rows)}
 
 
 # --- a location nobody serves fails at once -------------------------------------------------------

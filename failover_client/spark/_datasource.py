@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
@@ -57,7 +58,10 @@ class FailoverDataSource(DataSource):
                 "back; use mode append",
                 option=None,
             )
-        return FailoverBatchWriter(_plan(self.options, schema))
+        plan = _plan(self.options, schema)
+        if plan.options.commit_markers and plan.options.checkpoint_location:
+            _check_location(plan.options.checkpoint_location, self.s3)
+        return _BatchWriter(plan, self.s3)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the complete output mode: every batch sends the whole result again.
@@ -77,6 +81,19 @@ class FailoverDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         use(self.s3)
         return stream_reader(self.options, schema, self.s3)
+
+
+class _BatchWriter(FailoverBatchWriter):
+    """The batch writer, carrying the S3 settings to ``commit``: Spark runs it in a process
+    of its own from the pickled writer (inside ``foreachBatch`` it writes a batch marker)."""
+
+    def __init__(self, plan: WritePlan, s3: S3Settings | None) -> None:
+        super().__init__(plan)
+        self.s3 = s3
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        use(self.s3)
+        super().commit(messages)
 
 
 def _check_location(location: str, s3: S3Settings | None) -> None:
