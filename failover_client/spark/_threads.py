@@ -9,8 +9,8 @@ new one has no active session: a query started from a ``ThreadPoolExecutor`` fai
 :func:`visible_from_threads` makes ``format(name)`` on a classic reader or writer (batch and
 streaming) set the reader's own session active in the calling thread first, for the names
 registered through :func:`failover_client.spark.register` only; every other format goes through
-PySpark untouched. A Spark Connect session resolves names on the server, per session, and
-needs none of this.
+PySpark untouched. Spark Connect readers and writers are left as they are (their server looks
+names up in the client's session).
 """
 
 from __future__ import annotations
