@@ -98,6 +98,9 @@ class ScriptedConsumer:
     def buffered(self) -> int:
         return len(self.queued)
 
+    def check(self) -> None:
+        pass
+
     def product(self) -> str | None:
         return None
 
@@ -424,6 +427,9 @@ def test_a_connection_that_gave_up_fails_the_next_take(tmp_path: Path) -> None:
         events.wait_for(GaveUp)
         with pytest.raises(AllBrokersFailed, match="gave up"):
             consumer.take(1, 1.0)
+        # Also when nothing is taken (a batch held back by minMessagesPerBatch).
+        with pytest.raises(AllBrokersFailed, match="gave up"):
+            consumer.check()
     finally:
         consumer.close()
 

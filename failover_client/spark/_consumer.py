@@ -182,6 +182,12 @@ class Consumer:
             size += following
         return taken
 
+    def check(self) -> None:
+        """Raise the connection's error once it gave up, or a subscription's refusal."""
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+
     def wait_delivery(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the first delivery ever (True once one came)."""
         return self._clock.wait(self._delivered, timeout)

@@ -112,6 +112,8 @@ class SourceDriver:
                 return self._position
         elif self._planned_end is not None:
             self.commit(self._planned_end)
+        # A batch held back takes nothing: a connection that gave up must still fail it.
+        self.consumer.check()
         step = self._pacer.step(self._position, limit, self.consumer.buffered())
         if step is not None:
             received = self._spool_new(step)
