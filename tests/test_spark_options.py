@@ -226,7 +226,7 @@ def test_bad_receive_timeout_says_what_is_valid(text: str) -> None:
         source_options({"uri": URI, "destination": "/queue/in", "receivetimeout": text})
     assert str(caught.value) == (
         f"failover source: option receiveTimeout: {text!r}; "
-        "valid values: seconds > 0 such as 1.5, 500ms or 2s"
+        "valid values: seconds > 0 such as 1.5, 500ms, 2s or 5m"
     )
 
 

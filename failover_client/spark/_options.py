@@ -126,10 +126,39 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "the most messages one micro-batch takes (default 10000)",
     ),
     _info(
+        "maxBytesPerBatch",
+        _SOURCE,
+        "a positive integer (bytes of message bodies)",
+        "the most body bytes one micro-batch takes; a larger single message still goes "
+        "alone (default: no bound)",
+    ),
+    _info(
+        "minMessagesPerBatch",
+        _SOURCE,
+        "a positive integer, at most maxMessagesPerBatch",
+        "a micro-batch waits until this many messages are buffered, or maxBatchDelay passed "
+        "since the last one (default 1)",
+    ),
+    _info(
+        "maxBatchDelay",
+        _SOURCE,
+        "seconds (a positive number, or with an ms / s / m suffix)",
+        "the longest minMessagesPerBatch holds a batch back (default 15m)",
+    ),
+    _info(
         "receiveTimeout",
         _SOURCE,
         "seconds (a positive number, or with an ms / s suffix)",
-        "how long a batch waits for its first message (default 1 s)",
+        "the quiet time after which Trigger.AvailableNow / Once take the queue as drained "
+        "(default 1 s); other triggers never wait for messages",
+    ),
+    _info(
+        "queueDepth",
+        _SOURCE,
+        "auto or off",
+        "auto: ask ActiveMQ Classic's statisticsBrokerPlugin for the queue's depth (lag in "
+        "the query's progress, the target of Trigger.AvailableNow); off: never ask "
+        "(default auto)",
     ),
     _info("bodyAsString", _SOURCE, "true or false", "add the body as a string column"),
 )
@@ -143,6 +172,8 @@ _BY_KEY = {info.key: info for info in OPTIONS}
 DEFAULT_BODY_COLUMN = "value"
 DEFAULT_MAX_MESSAGES = 10_000
 DEFAULT_RECEIVE_TIMEOUT = 1.0
+DEFAULT_MAX_BATCH_DELAY = 15 * 60.0
+"""Kafka's ``maxTriggerDelay`` default."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +231,10 @@ class SourceOptions:
     receive_timeout: float = DEFAULT_RECEIVE_TIMEOUT
     body_as_string: bool = False
     checkpoint_location: str | None = None
+    max_bytes_per_batch: int | None = None
+    min_messages_per_batch: int = 1
+    max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
+    queue_depth: bool = True
 
     @property
     def redacted_uri(self) -> str:
@@ -209,7 +244,10 @@ class SourceOptions:
         return (
             f"SourceOptions(uri={self.redacted_uri!r}, destinations={self.destinations!r}, "
             f"selector={self.selector!r}, max_messages_per_batch={self.max_messages_per_batch}, "
-            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string})"
+            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string}, "
+            f"max_bytes_per_batch={self.max_bytes_per_batch}, "
+            f"min_messages_per_batch={self.min_messages_per_batch}, "
+            f"max_batch_delay={self.max_batch_delay}, queue_depth={self.queue_depth})"
         )
 
 
@@ -282,13 +320,40 @@ def _source(given: Mapping[str, str]) -> SourceOptions:
     selector = given.get("selector")
     if selector is not None and not selector.strip():
         raise _Invalid("option selector is empty; leave it out to take every message", "selector")
+    most = _positive_int(
+        "maxMessagesPerBatch", given.get("maxmessagesperbatch", str(DEFAULT_MAX_MESSAGES))
+    )
+    least = _positive_int("minMessagesPerBatch", given.get("minmessagesperbatch", "1"))
+    if least > most:
+        # The broker delivers at most about one batch beyond what waits for its commit
+        # (the prefetch is twice maxMessagesPerBatch), so a larger minimum never fills.
+        raise _Invalid(
+            f"option minMessagesPerBatch: {least} is above maxMessagesPerBatch ({most}); "
+            "valid values: 1 .. maxMessagesPerBatch",
+            "minMessagesPerBatch",
+        )
+    delay = given.get("maxbatchdelay")
+    if delay is not None and "minmessagesperbatch" not in given:
+        raise _Invalid(
+            "option maxBatchDelay bounds how long minMessagesPerBatch holds a batch back; "
+            "give minMessagesPerBatch too, or leave maxBatchDelay out",
+            "maxBatchDelay",
+        )
+    byte_bound = given.get("maxbytesperbatch")
     return SourceOptions(
         uri=uri,
         destinations=destinations,
         selector=selector,
-        max_messages_per_batch=_positive_int(
-            "maxMessagesPerBatch", given.get("maxmessagesperbatch", str(DEFAULT_MAX_MESSAGES))
+        max_messages_per_batch=most,
+        min_messages_per_batch=least,
+        max_batch_delay=_seconds(
+            "maxBatchDelay", given.get("maxbatchdelay", str(DEFAULT_MAX_BATCH_DELAY))
         ),
+        max_bytes_per_batch=(
+            None if byte_bound is None else _positive_int("maxBytesPerBatch", byte_bound)
+        ),
+        queue_depth=_choice("queueDepth", given.get("queuedepth", "auto"), ("auto", "off"))
+        == "auto",
         receive_timeout=_seconds(
             "receiveTimeout", given.get("receivetimeout", str(DEFAULT_RECEIVE_TIMEOUT))
         ),
@@ -376,6 +441,13 @@ def _positive_int(name: str, value: str) -> int:
     return number
 
 
+def _choice(name: str, value: str, valid: tuple[str, ...]) -> str:
+    lowered = value.strip().lower()
+    if lowered not in valid:
+        raise _Invalid(f"option {name}: {value!r}; valid values: {', '.join(valid)}", name)
+    return lowered
+
+
 def _seconds(name: str, value: str) -> float:
     text = value.strip().lower()
     scale = 1.0
@@ -383,13 +455,16 @@ def _seconds(name: str, value: str) -> float:
         text, scale = text[:-2], 0.001
     elif text.endswith("s"):
         text = text[:-1]
+    elif text.endswith("m"):
+        text, scale = text[:-1], 60.0
     try:
         seconds = float(text) * scale
     except ValueError:
         seconds = 0.0
     if not 0 < seconds < float("inf"):
         raise _Invalid(
-            f"option {name}: {value!r}; valid values: seconds > 0 such as 1.5, 500ms or 2s", name
+            f"option {name}: {value!r}; valid values: seconds > 0 such as 1.5, 500ms, 2s or 5m",
+            name,
         )
     return seconds
 

@@ -47,6 +47,7 @@ from pyspark.sql.types import (
 
 from failover_client import FailoverClientError
 from failover_client.spark._consumer import Consumer
+from failover_client.spark._depth import QueueDepth
 from failover_client.spark._driver import SourceDriver
 from failover_client.spark._options import SourceOptions, SparkOptionError, source_options
 from failover_client.spark._s3conf import S3Settings
@@ -55,6 +56,19 @@ from failover_client.uri import parse
 
 if TYPE_CHECKING:  # PySpark 4.2+; 4.0 / 4.1 never call getDefaultReadLimit
     from pyspark.sql.streaming.datasource import ReadLimit
+    from pyspark.sql.streaming.datasource import (
+        SupportsTriggerAvailableNow as _AvailableNowContract,
+    )
+else:
+    try:
+        from pyspark.sql.streaming.datasource import (
+            SupportsTriggerAvailableNow as _AvailableNowContract,
+        )
+    except ImportError:  # PySpark 4.0 / 4.1: Spark runs AvailableNow as "until nothing new"
+
+        class _AvailableNowContract:
+            pass
+
 
 __all__ = [
     "FailoverStreamReader",
@@ -178,8 +192,11 @@ def _brief(method: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-class FailoverStreamReader(DataSourceStreamReader):
+class FailoverStreamReader(DataSourceStreamReader, _AvailableNowContract):
     """Spark's stream reader over a :class:`SourceDriver` (see the module docstring).
+
+    Triggers and rate options: :mod:`failover_client.spark._pacing`. Lag: Spark shows
+    :meth:`reportLatestOffset` as the progress's ``latestOffset`` (PySpark 4.2+).
 
     Picklable: it carries the options, the schema and how to reach the spool's store (``s3``,
     for executors); the driver state is made on first use of an offset method and never
@@ -216,6 +233,20 @@ class FailoverStreamReader(DataSourceStreamReader):
     ) -> dict[str, int]:
         begin = None if start is None else _position(start)
         return _offset(self._started().latest(begin, self._limit(limit)))
+
+    @_brief
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: fix the target (what the broker holds now), drain to it, stop."""
+        self._started().prepare_available_now()
+
+    @_brief
+    def reportLatestOffset(self) -> dict[str, int]:
+        """The latest offset known, with what it is made of (buffered, pending, broker depth).
+
+        ``position`` minus the batch's end offset is how many messages the query is behind;
+        ``brokerDepth`` only where the broker tells it (ActiveMQ Classic's statistics plugin).
+        """
+        return self._started().lag()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: PLC0415 - 4.2+
@@ -302,7 +333,10 @@ def _open_driver(options: SourceOptions, s3: S3Settings | None = None) -> Source
     consumer = Consumer(options)
     try:
         consumer.start()
-        return SourceDriver(options, spool, consumer)
+        depth = None
+        if options.queue_depth:
+            depth = QueueDepth(consumer.connection, options.destinations)
+        return SourceDriver(options, spool, consumer, depth=depth)
     except BaseException:
         consumer.close()
         raise
