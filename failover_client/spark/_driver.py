@@ -29,6 +29,7 @@ from failover_client import Message
 from failover_client.spark._consumer import Consumer, spooled
 from failover_client.spark._ledger import AckLedger
 from failover_client.spark._options import SourceOptions
+from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
 __all__ = ["SourceDriver"]
@@ -115,7 +116,9 @@ class SourceDriver:
             )
         if not admission.fresh:
             return
-        batch = self.spool.write(self._position, spooled(admission.fresh))
+        batch = write_parts(
+            self.spool, self._position, spooled(admission.fresh), self._options.num_partitions
+        )
         self.ledger.spooled(batch.end, admission)
         self._position = batch.end
 
@@ -132,7 +135,7 @@ class SourceDriver:
         if end <= self.ledger.committed:
             return
         # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
-        self.spool.commit(end, lambda batch: self.ledger.ids_of(batch.end))
+        self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
         for delivery in self.ledger.commit(end):
             delivery.ack()
 

@@ -154,6 +154,12 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "how long a batch waits for its first message (default 1 s)",
     ),
     _info("bodyAsString", _SOURCE, "true or false", "add the body as a string column"),
+    _info(
+        "numPartitions",
+        _SOURCE,
+        "a positive integer",
+        "tasks (and spool files) per micro-batch, spread over the executors (default 1)",
+    ),
 )
 
 SPARK_OWN_OPTIONS = frozenset({"checkpointlocation", "path"})
@@ -229,6 +235,7 @@ class SourceOptions:
     receive_timeout: float = DEFAULT_RECEIVE_TIMEOUT
     body_as_string: bool = False
     checkpoint_location: str | None = None
+    num_partitions: int = 1
 
     @property
     def redacted_uri(self) -> str:
@@ -238,7 +245,8 @@ class SourceOptions:
         return (
             f"SourceOptions(uri={self.redacted_uri!r}, destinations={self.destinations!r}, "
             f"selector={self.selector!r}, max_messages_per_batch={self.max_messages_per_batch}, "
-            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string})"
+            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string}, "
+            f"num_partitions={self.num_partitions})"
         )
 
 
@@ -358,6 +366,7 @@ def _source(given: Mapping[str, str]) -> SourceOptions:
         ),
         body_as_string=_bool("bodyAsString", given.get("bodyasstring", "false")),
         checkpoint_location=given.get("checkpointlocation") or None,
+        num_partitions=_positive_int("numPartitions", given.get("numpartitions", "1")),
     )
 
 
