@@ -170,28 +170,22 @@ def test_task_failing_mid_partition_is_retried_without_loss(
     spark: SparkSession, activemq_cluster: Cluster, unique_queue: str
 ) -> None:
     rows = 6_000
-    # Partition 0 holds 0..2999; on its first attempt the UDF fails at row 2000, after the
-    # sink had rows before it (Arrow batches of 500 reach the sink as they are made). The
-    # retry sends all 3000. (A bad *row* no longer fails its task: see test_spark_bad_rows.)
+    # Partition 0 holds 0..2999; on its first attempt the UDF fails at row 2000 (the sink
+    # may have sent some rows before it, or none: the UDF runs ahead of the sink). The retry
+    # sends all 3000. (A bad *row* no longer fails its task: see test_spark_bad_rows.)
     fail_once = udf(FailFirstAttempt("2000"), "string", useArrow=False)
     frame = spark.range(0, rows, 1, 2).select(
         col("id").cast("string").alias("value"),
         fail_once(col("id").cast("string")).alias("id"),
     )
-    batch_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(batch_rows)
-    spark.conf.set(batch_rows, "500")
-    try:
-        (
-            frame.write.format(FORMAT)
-            .option("uri", activemq_cluster.failover_uri("stomp"))
-            .option("destination", unique_queue)
-            .option("messageIdColumn", "id")
-            .mode("append")
-            .save()
-        )
-    finally:
-        spark.conf.set(batch_rows, before)
+    (
+        frame.write.format(FORMAT)
+        .option("uri", activemq_cluster.failover_uri("stomp"))
+        .option("destination", unique_queue)
+        .option("messageIdColumn", "id")
+        .mode("append")
+        .save()
+    )
     messages = drain_all(activemq_cluster, unique_queue)
     ids = ids_by_row(messages)
     assert set(ids) == {str(v) for v in range(rows)}

@@ -7,8 +7,7 @@ UDF (``udf(FailFirstAttempt("3000"), "string")``); they pass every value through
 * :class:`FailFirstAttempt` raises :class:`InjectedFailure` at one value on a task's first
   attempt, so Spark retries the task and the retry runs through. A UDF runs ahead of the
   operator that consumes its output (rows are buffered between them), so the failure can come
-  before a sink downstream has seen any row (unless the rows between them travel in small
-  batches, e.g. ``spark.sql.execution.arrow.maxRecordsPerBatch``); :class:`NullOnFirstAttempt`
+  before a sink downstream has seen any row; :class:`NullOnFirstAttempt`
   turns the value into a null there instead, a bad row for the *consumer* exactly at that row
   (the failover sink refuses it by its ``onRowError`` option, without failing the task);
 * :class:`Tripwire` runs a callback in the *test* process (kill a broker, say) when a task
