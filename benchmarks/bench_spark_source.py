@@ -194,6 +194,8 @@ def one_run(
     query = frame.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
     try:
         seen = batches.wait_rows(str(query.id), messages)
+        if sum(r["rows"] for r in seen) < messages:
+            raise RuntimeError(f"the query stopped short: {query.exception()}")
         last = seen[-1]["ended"]
         acked = emptied(broker, destination, last)
     finally:
