@@ -111,7 +111,7 @@ def test_unknown_option_is_named_with_a_suggestion_and_the_valid_ones() -> None:
     assert text.endswith(
         "valid options: uri, destination, destinationColumn, bodyColumn, headersColumn, "
         "messageIdColumn, persistent, confirmWindow, duplicateDetection, commitMarkers, "
-        "commitDestination"
+        "commitDestination, onRowError, allowNullBody, allowAnyDestination"
     )
     assert error.option == "bodycolum"
 

@@ -32,6 +32,7 @@ from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
 from failover_client.spark._options import SourceOptions
 from failover_client.spark._pacing import Pacer, Step
+from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
 __all__ = ["DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
@@ -213,7 +214,9 @@ class SourceDriver:
             )
         if not admission.fresh:
             return len(deliveries)
-        batch = self.spool.write(self._position, spooled(admission.fresh))
+        batch = write_parts(
+            self.spool, self._position, spooled(admission.fresh), self._options.num_partitions
+        )
         self.ledger.spooled(batch.end, admission)
         self._position = batch.end
         return len(deliveries)
@@ -231,7 +234,7 @@ class SourceDriver:
         if end <= self.ledger.committed:
             return
         # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
-        self.spool.commit(end, lambda batch: self.ledger.ids_of(batch.end))
+        self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
         for delivery in self.ledger.commit(end):
             delivery.ack()
             self._acknowledged += 1

@@ -23,6 +23,7 @@ from typing import Literal
 from failover_client import URIError
 from failover_client._errors import SparkOptionError
 from failover_client.engine._dedup import DUPLICATE_ID_HEADER
+from failover_client.spark._rowcheck import KNOWN_PREFIXES, destination_rule
 from failover_client.uri import parse
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "SPARK_OWN_OPTIONS",
     "DuplicateDetection",
     "OptionInfo",
+    "RowErrorMode",
     "SinkOptions",
     "SourceOptions",
     "SparkOptionError",
@@ -40,6 +42,7 @@ __all__ = [
 
 Role = Literal["sink", "source"]
 DuplicateDetection = Literal["none", "artemis"]
+RowErrorMode = Literal["fail", "skip", "deadLetter"]
 
 ARTEMIS_DUPLICATE_HEADER = DUPLICATE_ID_HEADER
 """The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it).
@@ -118,6 +121,25 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "a destination",
         "send a summary message per committed batch there (default: none)",
     ),
+    _info(
+        "onRowError",
+        _SINK,
+        "fail, skip or deadLetter:<destination>",
+        "what a row that cannot be sent does: fail the batch once with its reason, be counted "
+        "and left out, or go to that destination with the reason in a header (default fail)",
+    ),
+    _info(
+        "allowNullBody",
+        _SINK,
+        "true or false",
+        "send a null body as an empty message instead of refusing the row (default false)",
+    ),
+    _info(
+        "allowAnyDestination",
+        _SINK,
+        "true or false",
+        "accept STOMP destinations without a known prefix such as /queue/ (default false)",
+    ),
     _info("selector", _SOURCE, "a selector expression", "broker-side message filter"),
     _info(
         "maxMessagesPerBatch",
@@ -161,6 +183,12 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "(default auto)",
     ),
     _info("bodyAsString", _SOURCE, "true or false", "add the body as a string column"),
+    _info(
+        "numPartitions",
+        _SOURCE,
+        "a positive integer",
+        "tasks (and spool files) per micro-batch, spread over the executors (default 1)",
+    ),
 )
 
 SPARK_OWN_OPTIONS = frozenset({"checkpointlocation", "path"})
@@ -196,6 +224,11 @@ class SinkOptions:
     commit_markers: bool = True
     commit_destination: str | None = None
     checkpoint_location: str | None = None
+    on_row_error: RowErrorMode = "fail"
+    dead_letter: str | None = None
+    """The destination of ``onRowError=deadLetter:<destination>``."""
+    allow_null_body: bool = False
+    allow_any_destination: bool = False
 
     @property
     def redacted_uri(self) -> str:
@@ -215,6 +248,8 @@ class SinkOptions:
             "persistent": self.persistent,
             "confirm_window": self.confirm_window,
             "duplicate_detection": self.duplicate_detection,
+            "on_row_error": self.on_row_error,
+            "dead_letter": self.dead_letter,
         }
         inner = ", ".join(f"{k}={v!r}" for k, v in shown.items() if v is not None)
         return f"SinkOptions(uri={self.redacted_uri!r}, {inner})"
@@ -235,6 +270,7 @@ class SourceOptions:
     min_messages_per_batch: int = 1
     max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
     queue_depth: bool = True
+    num_partitions: int = 1
 
     @property
     def redacted_uri(self) -> str:
@@ -247,7 +283,8 @@ class SourceOptions:
             f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string}, "
             f"max_bytes_per_batch={self.max_bytes_per_batch}, "
             f"min_messages_per_batch={self.min_messages_per_batch}, "
-            f"max_batch_delay={self.max_batch_delay}, queue_depth={self.queue_depth})"
+            f"max_batch_delay={self.max_batch_delay}, queue_depth={self.queue_depth}, "
+            f"num_partitions={self.num_partitions})"
         )
 
 
@@ -292,6 +329,16 @@ def _sink(given: Mapping[str, str]) -> SinkOptions:
             "destination",
         )
     window = given.get("confirmwindow")
+    mode, dead_letter = _on_row_error(given.get("onrowerror", "fail"))
+    any_destination = _bool("allowAnyDestination", given.get("allowanydestination", "false"))
+    stomp = all(member.protocol == "stomp" for member in parse(uri).members)
+    for name, value in (
+        ("destination", destination),
+        ("commitDestination", given.get("commitdestination")),
+        ("onRowError", dead_letter),
+    ):
+        if value is not None and stomp and not any_destination:
+            _prefixed(name, _destination(name, value))
     return SinkOptions(
         uri=uri,
         destination=None if destination is None else _destination("destination", destination),
@@ -305,7 +352,32 @@ def _sink(given: Mapping[str, str]) -> SinkOptions:
         commit_markers=_bool("commitMarkers", given.get("commitmarkers", "true")),
         commit_destination=_optional(given, "commitDestination", _destination),
         checkpoint_location=given.get("checkpointlocation") or None,
+        on_row_error=mode,
+        dead_letter=dead_letter,
+        allow_null_body=_bool("allowNullBody", given.get("allownullbody", "false")),
+        allow_any_destination=any_destination,
     )
+
+
+def _on_row_error(value: str) -> tuple[RowErrorMode, str | None]:
+    text = value.strip()
+    lowered = text.lower()
+    if lowered == "fail":
+        return "fail", None
+    if lowered == "skip":
+        return "skip", None
+    if lowered.startswith("deadletter:"):
+        return "deadLetter", _destination("onRowError", text.split(":", 1)[1])
+    raise _Invalid(
+        f"option onRowError: {value!r}; valid values: fail, skip, deadLetter:<destination> "
+        "(e.g. deadLetter:/queue/orders.dlq)",
+        "onRowError",
+    )
+
+
+def _prefixed(name: str, value: str) -> None:
+    if value in KNOWN_PREFIXES or not value.startswith(KNOWN_PREFIXES):
+        raise _Invalid(f"option {name}: {value!r} is not {destination_rule()}", name)
 
 
 def _source(given: Mapping[str, str]) -> SourceOptions:
@@ -359,6 +431,7 @@ def _source(given: Mapping[str, str]) -> SourceOptions:
         ),
         body_as_string=_bool("bodyAsString", given.get("bodyasstring", "false")),
         checkpoint_location=given.get("checkpointlocation") or None,
+        num_partitions=_positive_int("numPartitions", given.get("numpartitions", "1")),
     )
 
 
