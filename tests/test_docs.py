@@ -137,5 +137,5 @@ def test_the_extras_table_names_every_extra(page: str) -> None:
     if "\n## Install\n" in text:  # the README: its Install section only
         text = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    named = {name for row in rows for name in re.findall(r"`([a-z]+)`", row.split("|")[1])}
+    named = {name for row in rows for name in re.findall(r"`([a-z-]+)`", row.split("|")[1])}
     assert extras <= named, f"{page} does not list the extras {sorted(extras - named)}"

@@ -111,7 +111,7 @@ def test_unknown_option_is_named_with_a_suggestion_and_the_valid_ones() -> None:
     assert text.endswith(
         "valid options: uri, destination, destinationColumn, bodyColumn, headersColumn, "
         "messageIdColumn, persistent, confirmWindow, duplicateDetection, commitMarkers, "
-        "commitDestination"
+        "commitDestination, onRowError, allowNullBody, allowAnyDestination"
     )
     assert error.option == "bodycolum"
 
@@ -226,7 +226,7 @@ def test_bad_receive_timeout_says_what_is_valid(text: str) -> None:
         source_options({"uri": URI, "destination": "/queue/in", "receivetimeout": text})
     assert str(caught.value) == (
         f"failover source: option receiveTimeout: {text!r}; "
-        "valid values: seconds > 0 such as 1.5, 500ms or 2s"
+        "valid values: seconds > 0 such as 1.5, 500ms, 2s or 5m"
     )
 
 

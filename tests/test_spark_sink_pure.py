@@ -28,7 +28,6 @@ from failover_client import FailoverConnection, SendRejected
 from failover_client.spark import (
     PartitionNotConfirmed,
     PartitionReport,
-    RowError,
     SinkOptions,
     SparkOptionError,
     _writer,
@@ -37,7 +36,7 @@ from failover_client.spark import (
 )
 from failover_client.spark._connections import ConnectionCache
 from failover_client.spark._layout import RowLayout, row_layout
-from failover_client.spark._messages import MessageShape, Outgoing, PartitionMessages
+from failover_client.spark._messages import MessageShape, Outgoing, PartitionMessages, Refusal
 from failover_client.spark._send import send_all
 from failover_client.spark._task import TaskIdentity
 from failover_client.spark._writer import (
@@ -134,7 +133,7 @@ def test_headers_map_must_hold_strings() -> None:
 
 def messages_of(
     sink: SinkOptions, rows: list[tuple[object, ...]], prefix: str = "q-3-1"
-) -> list[Outgoing]:
+) -> list[Outgoing | Refusal]:
     shape = MessageShape.of(sink, row_layout(SCHEMA, sink))
     return list(PartitionMessages(shape, prefix).from_rows(rows))
 
@@ -167,24 +166,33 @@ def test_per_row_destination_user_id_and_broker_dedup_header() -> None:
     )
 
 
-def test_null_and_byte_like_bodies() -> None:
+def test_null_bodies_are_refused_unless_allowed_and_byte_likes_are_bytes() -> None:
     rows = [(None, *ROW[1:]), (bytearray(b"ab"), *ROW[1:])]
-    sent = messages_of(options(), rows)
-    assert [m.body for m in sent] == [b"", b"ab"]
+    refused, sent = messages_of(options(), rows)
+    assert isinstance(refused, Refusal)
+    assert str(refused) == (
+        "row 0 (id q-3-1-0): column 'value' is null (allowNullBody=true sends an empty "
+        "message instead)"
+    )
+    assert sent == Outgoing("/queue/out", b"ab", {}, "q-3-1-1")
+    allowed = messages_of(options(allowNullBody="true"), rows)
+    assert [m.body for m in allowed] == [b"", b"ab"]
 
 
-def test_a_row_without_destination_fails_the_partition_there() -> None:
+def test_a_row_without_destination_is_refused_with_its_id() -> None:
     sink = sink_options({"uri": URI, "destinationcolumn": "topic"})
-    with pytest.raises(RowError) as caught:
-        messages_of(sink, [ROW, ("x", None, None, 1, None, None)])
-    assert str(caught.value) == (
-        "row 1 of the partition (id q-3-1-1) has no destination (column 'topic' is null or empty)"
+    good, refused = messages_of(sink, [ROW, ("x", None, None, 1, None, None)])
+    assert isinstance(good, Outgoing)
+    assert str(refused) == (
+        "row 1 (id q-3-1-1): column 'topic' is null or empty; a row needs a destination"
     )
 
 
-def test_a_row_without_its_id_fails_the_partition_there() -> None:
-    with pytest.raises(RowError, match=r"row 0 of the partition has no message id \(column 'key'"):
-        messages_of(options(messageIdColumn="key"), [("x", None, None, None, None, None)])
+def test_a_row_without_its_id_is_refused() -> None:
+    [refused] = messages_of(options(messageIdColumn="key"), [("x", None, None, None, None, None)])
+    assert (
+        str(refused) == "row 0 (id q-3-1-0): column 'key' is null; every row needs its message id"
+    )
 
 
 def test_arrow_batches_give_the_same_messages_as_rows() -> None:
@@ -346,12 +354,15 @@ def test_write_partition_sends_rows_and_reports_them(pooled: FakeConnector) -> N
     assert [m.body for m in pooled.session("a:61613").sent] == [b"hello"] * 3
 
 
-def test_a_bad_row_fails_the_task_after_the_rows_before_it(pooled: FakeConnector) -> None:
+def test_a_bad_row_is_reported_and_the_rows_around_it_are_sent(pooled: FakeConnector) -> None:
     plan = WritePlan.build(options(messageIdColumn="key"), SCHEMA)
-    rows = [ROW, ("x", None, None, None, None, None)]
-    with pytest.raises(RowError):
-        write_partition(plan, rows, arrow=False)
-    assert [m.message_id for m in pooled.session("a:61613").sent] == ["7"]
+    rows = [ROW, ("x", None, None, None, None, None), ("y", None, None, 8, None, None)]
+    report = write_partition(plan, rows, arrow=False)
+    assert [m.message_id for m in pooled.session("a:61613").sent] == ["7", "8"]
+    assert (report.rows, report.refused) == (2, 1)
+    assert report.reasons == (
+        f"row 1 (id {plan.write_id}-0-1): column 'key' is null; every row needs its message id",
+    )
 
 
 def test_an_unreachable_group_fails_the_task_with_one_short_error(

@@ -75,10 +75,37 @@ class ScriptedConsumer:
     def push(self, *items: Delivery) -> None:
         self.queued.extend(items)
 
-    def take(self, limit: int | None, timeout: float) -> list[Delivery]:
+    def take(
+        self,
+        limit: int | None,
+        timeout: float,
+        max_bytes: int | None = None,
+        *,
+        whole: bool = True,
+    ) -> list[Delivery]:
         self.takes.append((limit, timeout))
         count = len(self.queued) if limit is None else min(limit, len(self.queued))
-        return [self.queued.popleft() for _ in range(count)]
+        taken: list[Delivery] = []
+        size = 0
+        while len(taken) < count:
+            following = len(self.queued[0].body)
+            if max_bytes is not None and size + following > max_bytes and (taken or not whole):
+                break
+            taken.append(self.queued.popleft())
+            size += following
+        return taken
+
+    def buffered(self) -> int:
+        return len(self.queued)
+
+    def check(self) -> None:
+        pass
+
+    def product(self) -> str | None:
+        return None
+
+    def wait_delivery(self, timeout: float) -> bool:
+        return bool(self.queued)
 
     def close(self) -> None:
         self.closed = True
@@ -181,7 +208,8 @@ def test_latest_spools_the_batch_before_reporting_its_end(tmp_path: Path) -> Non
     assert end == 3
     # What Spark will read is on disk now, in a file a fresh process finds.
     assert Spool(driver.spool.url).state().batches == (SpoolBatch(0, 3),)
-    assert consumer.takes == [(10, 1.0)]
+    # A normal trigger takes what is buffered without waiting for the broker.
+    assert consumer.takes == [(10, 0.0)]
 
 
 def test_nothing_is_acknowledged_before_spark_commits(tmp_path: Path) -> None:
@@ -399,6 +427,9 @@ def test_a_connection_that_gave_up_fails_the_next_take(tmp_path: Path) -> None:
         events.wait_for(GaveUp)
         with pytest.raises(AllBrokersFailed, match="gave up"):
             consumer.take(1, 1.0)
+        # Also when nothing is taken (a batch held back by minMessagesPerBatch).
+        with pytest.raises(AllBrokersFailed, match="gave up"):
+            consumer.check()
     finally:
         consumer.close()
 

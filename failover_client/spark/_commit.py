@@ -25,6 +25,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from failover_client.spark._connections import connection_for
 from failover_client.spark._fs import Location
 from failover_client.spark._options import SinkOptions
+from failover_client.spark._rowerrors import batch_error
 
 __all__ = ["MARKER_DIRECTORY", "BatchRecord", "PartitionReport", "log_abort", "record_commit"]
 
@@ -46,6 +47,10 @@ class PartitionReport(WriterCommitMessage):
     batch_id: str | None
     broker: str | None
     """The (redacted) broker the task's connection ended on."""
+    refused: int = 0
+    """Rows refused (by the checks or a broker) and not sent; see ``onRowError``."""
+    reasons: tuple[str, ...] = ()
+    """Why, for the first few of them."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class BatchRecord:
     replay: int = 0
     """0 the first time this batch id is committed, n for its n-th replay."""
     write_id: str | None = None
+    refused: int = 0
+    """Rows of the batch refused and skipped or dead-lettered (``onRowError``)."""
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -86,7 +93,19 @@ def record_commit(
     reports = _reports(messages)
     query_id = next((r.query_id for r in reports if r.query_id), None)
     rows = sum(r.rows for r in reports)
-    record = BatchRecord(batch_id, query_id, rows, reports, write_id=write_id)
+    refused = sum(r.refused for r in reports)
+    if refused and options.on_row_error == "fail":
+        reasons = [reason for r in reports for reason in r.reasons]
+        error = batch_error(batch_id, refused, reasons, sum(1 for r in reports if r.refused))
+        raise error.with_traceback(None) from None
+    if refused:
+        where = "the write" if batch_id is None else f"batch {batch_id}"
+        done = "left out" if options.on_row_error == "skip" else f"sent to {options.dead_letter}"
+        first = next(reason for r in reports for reason in r.reasons)
+        log.warning(
+            "failover sink: %s: %d rows refused and %s (first: %s)", where, refused, done, first
+        )
+    record = BatchRecord(batch_id, query_id, rows, reports, write_id=write_id, refused=refused)
     if batch_id is not None and options.commit_markers and options.checkpoint_location:
         record = _write_marker(Location(options.checkpoint_location), record)
     if options.commit_destination is not None:

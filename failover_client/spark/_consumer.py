@@ -81,6 +81,8 @@ class Consumer:
         self._connection = connection_factory(options)
         self._connection.add_listener(self._on_event)
         self._subscriptions: list[Subscription] = []
+        self._product: str | None = None
+        self._delivered = threading.Event()
 
     def start(self) -> None:
         """Subscribe, connect, and wait (a while) for the brokers to confirm the subscriptions.
@@ -119,9 +121,14 @@ class Consumer:
 
     def _arrive(self, message: Message) -> None:
         # The subscription's handler worker: keep it short, the next delivery waits behind it.
+        # The message's session is the engine's slot; its adapter session names the product.
+        product = getattr(getattr(message.session, "session", None), "product", None)
         with self._lock:
             self._buffer.append(message)
+            if product is not None:
+                self._product = product
             self._arrived.set()
+            self._delivered.set()
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, GaveUp | SubscriptionFailed):
@@ -130,10 +137,20 @@ class Consumer:
                     self._fatal = event.error
             self._arrived.set()
 
-    def take(self, limit: int | None, timeout: float) -> list[Message]:
+    def take(
+        self,
+        limit: int | None,
+        timeout: float,
+        max_bytes: int | None = None,
+        *,
+        whole: bool = True,
+    ) -> list[Message]:
         """Up to ``limit`` deliveries (all buffered for None), waiting ``timeout`` for the first.
 
-        Raises the connection's error once it gave up, or a subscription's refusal.
+        ``max_bytes`` bounds the bodies' total size; with ``whole`` (a batch starts here) the
+        first delivery is taken whatever its size, so a batch always moves; without, a first
+        one that does not fit leaves nothing taken. ``timeout`` 0 does not wait. Raises the
+        connection's error once it gave up, or a subscription's refusal.
         """
         deadline = self._clock.monotonic() + timeout
         while True:
@@ -141,8 +158,10 @@ class Consumer:
                 if self._fatal is not None:
                     raise self._fatal
                 if self._buffer:
-                    count = len(self._buffer) if limit is None else min(limit, len(self._buffer))
-                    taken = [self._buffer.popleft() for _ in range(count)]
+                    first = len(self._buffer[0].body)
+                    if not whole and max_bytes is not None and first > max_bytes:
+                        return []
+                    taken = self._pop(limit, max_bytes)
                     if not self._buffer:
                         self._arrived.clear()
                     return taken
@@ -151,7 +170,35 @@ class Consumer:
             if remaining <= 0 or not self._clock.wait(self._arrived, remaining):
                 return []
 
+    def _pop(self, limit: int | None, max_bytes: int | None) -> list[Message]:
+        count = len(self._buffer) if limit is None else min(limit, len(self._buffer))
+        taken = [self._buffer.popleft()]
+        size = len(taken[0].body)
+        while len(taken) < count:
+            following = len(self._buffer[0].body)
+            if max_bytes is not None and size + following > max_bytes:
+                break
+            taken.append(self._buffer.popleft())
+            size += following
+        return taken
+
+    def check(self) -> None:
+        """Raise the connection's error once it gave up, or a subscription's refusal."""
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+
+    def wait_delivery(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the first delivery ever (True once one came)."""
+        return self._clock.wait(self._delivered, timeout)
+
+    def product(self) -> str | None:
+        """What the broker of the newest delivery calls itself (None before any delivery)."""
+        with self._lock:
+            return self._product
+
     def buffered(self) -> int:
+        """Deliveries received and not yet taken."""
         with self._lock:
             return len(self._buffer)
 

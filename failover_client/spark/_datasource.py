@@ -10,6 +10,7 @@ serve the source (:mod:`._source`): ``schema()`` checks every source option at `
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
@@ -17,11 +18,15 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
 from failover_client.spark._options import SparkOptionError
+from failover_client.spark._s3conf import S3Settings, from_session, use
 from failover_client.spark._source import source_schema, stream_reader
+from failover_client.spark._storage import check_location
+from failover_client.spark._threads import visible_from_threads
 from failover_client.spark._writer import FailoverBatchWriter, WritePlan, stream_writer
 
 __all__ = ["FORMAT", "FailoverDataSource", "register"]
@@ -39,6 +44,9 @@ class FailoverDataSource(DataSource):
     its batch. The options are listed in :data:`failover_client.spark.OPTIONS`.
     """
 
+    s3: ClassVar[S3Settings | None] = None
+    """The session's ``fs.s3a.*`` settings, set by :func:`register` (None: the AWS chain)."""
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
@@ -50,17 +58,50 @@ class FailoverDataSource(DataSource):
                 "back; use mode append",
                 option=None,
             )
-        return FailoverBatchWriter(_plan(self.options, schema))
+        plan = _plan(self.options, schema)
+        if plan.options.commit_markers and plan.options.checkpoint_location:
+            _check_location(plan.options.checkpoint_location, self.s3)
+        return _BatchWriter(plan, self.s3)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the complete output mode: every batch sends the whole result again.
-        return stream_writer(_plan(self.options, schema))
+        use(self.s3)  # commit() writes the batch markers from this process
+        plan = _plan(self.options, schema)
+        if plan.options.commit_markers and plan.options.checkpoint_location:
+            _check_location(plan.options.checkpoint_location, self.s3)
+        return stream_writer(plan)
 
     def schema(self) -> StructType:
-        return source_schema(self.options)
+        schema = source_schema(self.options)
+        location = self.options.get("checkpointlocation")
+        if location:
+            _check_location(location, self.s3)
+        return schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return stream_reader(self.options, schema)
+        use(self.s3)
+        return stream_reader(self.options, schema, self.s3)
+
+
+class _BatchWriter(FailoverBatchWriter):
+    """The batch writer, carrying the S3 settings to ``commit``: Spark runs it in a process
+    of its own from the pickled writer (inside ``foreachBatch`` it writes a batch marker)."""
+
+    def __init__(self, plan: WritePlan, s3: S3Settings | None) -> None:
+        super().__init__(plan)
+        self.s3 = s3
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        use(self.s3)
+        super().commit(messages)
+
+
+def _check_location(location: str, s3: S3Settings | None) -> None:
+    """Fail now, with one short message, if the checkpoint location cannot be served."""
+    try:
+        check_location(location, s3)
+    except SparkOptionError as exc:
+        raise exc.with_traceback(None) from None
 
 
 def _plan(options: Mapping[str, str], schema: StructType) -> WritePlan:
@@ -72,6 +113,25 @@ def _plan(options: Mapping[str, str], schema: StructType) -> WritePlan:
 
 
 def register(spark: SparkSession) -> str:
-    """Register the data source with ``spark``; returns its format name (``"failover"``)."""
-    spark.dataSource.register(FailoverDataSource)
+    """Register the data source with ``spark``; returns its format name (``"failover"``).
+
+    Call it once per session, on any thread: ``format("failover")`` then works from every
+    Python thread of the session. The session's ``spark.hadoop.fs.s3a.*`` settings (endpoint,
+    keys, path style) are read here and carried to every process that reads or writes the
+    spool and the commit markers under an ``s3a://`` checkpoint location: set them before.
+    """
+    s3 = from_session(spark)
+    use(s3)  # foreach_batch_sink commits from this process
+    spark.dataSource.register(_with_settings(s3) if s3 else FailoverDataSource)
+    visible_from_threads(FORMAT)
     return FORMAT
+
+
+def _with_settings(s3: S3Settings) -> type[FailoverDataSource]:
+    """A subclass carrying ``s3``: defined here, it is pickled by value, settings included,
+    into the processes Spark starts for the data source (the base class is pickled by name)."""
+    return type(
+        "FailoverDataSource",
+        (FailoverDataSource,),
+        {"s3": s3, "__module__": __name__, "__qualname__": "register.<locals>.FailoverDataSource"},
+    )

@@ -7,7 +7,8 @@ this order for micro-batch N (measured, see SPARK.md)::
     commit(end[N-1])                                Spark committed batch N-1
     partitions(end[N-1], end[N])                    the batch's spool files, for the executors
 
-so :meth:`SourceDriver.latest` spools the buffered deliveries (each batch's file is written
+so :meth:`SourceDriver.latest` spools the buffered deliveries (how many, and whether it waits
+for them, is :class:`~failover_client.spark._pacing.Pacer`'s call) (each batch's file is written
 *before* its end offset leaves this process) and :meth:`SourceDriver.commit` acknowledges them
 once Spark committed. Two details of the API shape the rest:
 
@@ -25,15 +26,24 @@ from __future__ import annotations
 
 import logging
 
-from failover_client import Message
+from failover_client import Clock, Message, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
+from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
 from failover_client.spark._options import SourceOptions
+from failover_client.spark._pacing import Pacer, Step
+from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
-__all__ = ["SourceDriver"]
+__all__ = ["DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
 
 log = logging.getLogger("failover_client.spark")
+
+DEPTH_WAIT = 5.0
+"""How long AvailableNow's start waits for the broker's queue depth (then: drain until quiet)."""
+
+DEPTH_REFRESH = 1.0
+"""Seconds between the queue-depth questions behind the progress's lag figures."""
 
 
 class SourceDriver:
@@ -44,10 +54,18 @@ class SourceDriver:
         options: SourceOptions,
         spool: Spool,
         consumer: Consumer,
+        *,
+        depth: QueueDepth | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._options = options
         self.spool = spool
         self.consumer = consumer
+        self._depth = depth
+        self._clock = clock or SystemClock()
+        self._pacer = Pacer(options, self._clock)
+        self._acknowledged = 0
+        self._depth_asked: float | None = None
         state = spool.state()
         self.ledger: AckLedger[Message] = AckLedger(
             committed=state.committed_end, retained=spool.retained
@@ -83,7 +101,7 @@ class SourceDriver:
         """Plan the next batch; returns its end (``start`` / the position when nothing came).
 
         ``start`` is what Spark passes on 4.2+ (None on 4.0/4.1), ``limit`` the most new
-        messages to take (None: all that are buffered).
+        messages to take (None: Spark's ``ReadAllAvailable``).
         """
         if start is not None:
             if start > self._position:
@@ -95,16 +113,97 @@ class SourceDriver:
                 return self._position
         elif self._planned_end is not None:
             self.commit(self._planned_end)
-        self._spool_new(limit)
+        # A batch held back takes nothing: a connection that gave up must still fail it.
+        self.consumer.check()
+        step = self._pacer.step(self._position, limit, self.consumer.buffered())
+        if step is not None:
+            received = self._spool_new(step)
+            self._pacer.planned(self._position, received, step)
         return self._position
 
-    def _spool_new(self, limit: int | None) -> None:
-        deliveries = self.consumer.take(limit, self._options.receive_timeout)
+    def prepare_available_now(self) -> None:
+        """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
+        depth = self._depth_now()
+        target = None
+        if depth is not None:
+            # The depth counts what waits for a commit too: that is spooled already.
+            target = self._position + max(0, depth - self.ledger.pending())
+        self._pacer.prepare_available_now(self._position, target)
+        log.info(
+            "failover source: Trigger.AvailableNow from offset %d %s",
+            self._position,
+            "until the broker delivers nothing for receiveTimeout"
+            if target is None
+            else f"to offset {target} (queue depth {depth})",
+        )
+
+    def lag(self) -> dict[str, int]:
+        """What Spark reports as the source's latest offset: the position and how it is made.
+
+        ``position`` is where the spool would end with everything known spooled: the buffered
+        deliveries and, where the broker tells its queue depth, what it has not delivered yet.
+        """
+        buffered = self.consumer.buffered()
+        pending = self.ledger.pending()
+        report = {
+            "position": self._position + buffered,
+            "spooled": self._position,
+            "committed": self.ledger.committed,
+            "buffered": buffered,
+            "pendingCommit": pending,
+            "acknowledged": self._acknowledged,
+        }
+        depth = self._recent_depth()
+        if depth is not None:
+            report["brokerDepth"] = depth
+            report["position"] += max(0, depth - pending - buffered)
+        return report
+
+    def _depth_now(self) -> int | None:
+        if self._depth is None:
+            return None
+        if self.consumer.product() is None:
+            # The product is learnt from a delivery: an empty queue answers nothing here.
+            self.consumer.wait_delivery(self._options.receive_timeout)
+        if not answers_statistics(self.consumer.product()):
+            return None
+        return self._depth.ask(DEPTH_WAIT)
+
+    def _recent_depth(self) -> int | None:
+        if self._depth is None or not answers_statistics(self.consumer.product()):
+            return None
+        now = self._clock.monotonic()
+        if self._depth_asked is None or now - self._depth_asked >= DEPTH_REFRESH:
+            self._depth_asked = now
+            self._depth.request()  # answered later; the newest answer is reported meanwhile
+        return self._depth.latest()
+
+    def _take(self, step: Step) -> list[Message]:
+        taken = self.consumer.take(step.limit, step.wait, step.max_bytes)
+        if not step.drain or not taken:
+            return taken
+        size = sum(len(m.body) for m in taken)
+        while step.limit is None or len(taken) < step.limit:
+            room = None if step.max_bytes is None else step.max_bytes - size
+            if room is not None and room <= 0:
+                break
+            wanted = None if step.limit is None else step.limit - len(taken)
+            more = self.consumer.take(wanted, step.wait, room, whole=False)
+            if not more:
+                break
+            taken += more
+            size += sum(len(m.body) for m in more)
+        return taken
+
+    def _spool_new(self, step: Step) -> int:
+        """Spool what ``step`` takes; returns the deliveries taken (copies included)."""
+        deliveries = self._take(step)
         if not deliveries:
-            return
+            return 0
         admission = self.ledger.admit(deliveries)
         for delivery in admission.ack_now:
             delivery.ack()
+        self._acknowledged += len(admission.ack_now)
         if admission.ack_now or admission.held:
             log.info(
                 "failover source: %d redelivered messages were spooled before (%d committed, "
@@ -114,10 +213,13 @@ class SourceDriver:
                 admission.held,
             )
         if not admission.fresh:
-            return
-        batch = self.spool.write(self._position, spooled(admission.fresh))
+            return len(deliveries)
+        batch = write_parts(
+            self.spool, self._position, spooled(admission.fresh), self._options.num_partitions
+        )
         self.ledger.spooled(batch.end, admission)
         self._position = batch.end
+        return len(deliveries)
 
     def planned(self, start: int, end: int) -> list[SpoolBatch]:
         """The spool files of the batch ``start`` .. ``end`` (SpoolGap if the spool lacks some)."""
@@ -132,9 +234,10 @@ class SourceDriver:
         if end <= self.ledger.committed:
             return
         # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
-        self.spool.commit(end, lambda batch: self.ledger.ids_of(batch.end))
+        self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
         for delivery in self.ledger.commit(end):
             delivery.ack()
+            self._acknowledged += 1
 
     def close(self) -> None:
         """Stop consuming; nothing is acknowledged (the brokers redeliver what was not)."""
@@ -149,4 +252,7 @@ class SourceDriver:
         )
 
     def __repr__(self) -> str:
-        return f"SourceDriver(position={self._position}, {self.ledger!r}, {self.consumer!r})"
+        return (
+            f"SourceDriver(position={self._position}, {self.ledger!r}, {self._pacer!r}, "
+            f"{self.consumer!r})"
+        )

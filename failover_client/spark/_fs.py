@@ -1,41 +1,50 @@
-"""Files under a Spark checkpoint location, wherever it lives (local, HDFS, S3, ...).
+"""Files under a Spark checkpoint location, wherever it lives (local, DBFS, S3, Azure, GCS, HDFS).
 
-A checkpoint location is a local path or a URL of any filesystem Spark can reach; the driver
+A checkpoint location is a local path or a URL of a filesystem Spark can reach; the driver
 that restarts a query may run on another host, so what the connector keeps there (the sink's
-commit markers, the source's spool) goes through pyarrow's filesystems, which serve the same
-kinds of locations: ``/abs/path``, ``file:/...``, ``hdfs://...``, ``s3://...``, ``gs://...``.
+commit markers, the source's spool) goes through the filesystem
+:func:`~failover_client.spark._storage.resolve` maps the location to (pyarrow's, or an fsspec
+one behind pyarrow's interface); a location it cannot serve is refused with the scheme named.
 A relative path is taken relative to the driver's working directory, as Spark does.
 
-Writes are atomic where the filesystem allows it (written to a temporary name, then moved), so
-a reader never sees half a file; on object stores a move is a copy, which is still
-all-or-nothing for a reader of the final name.
+Writes are atomic for readers: on a filesystem a file is written under a temporary name and
+moved; on an object store a single PUT already shows all or nothing, so it is written in
+place (a move there would be a copy and a delete).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 
 # pyarrow ships no type information; everything from it is Any to mypy.
 from pyarrow import fs as pafs  # type: ignore[import-untyped]
 
+from failover_client.spark._s3conf import S3Settings, current
+from failover_client.spark._storage import masked, resolve
+
 __all__ = ["Location"]
 
 
 class Location:
-    """A directory under which files are read and written by relative name."""
+    """A directory under which files are read and written by relative name.
 
-    def __init__(self, url: str) -> None:
-        plain_path = "://" not in url and not url.startswith("file:")
-        text = os.path.abspath(url) if plain_path else url
+    ``s3`` is how to reach S3 for an ``s3a://`` location (default: what the registered data
+    source brought into this process, else the AWS chain).
+    """
+
+    def __init__(self, url: str, s3: S3Settings | None = None) -> None:
+        resolved = resolve(url, s3 if s3 is not None else current())
         self.url = url
-        self._fs, self._root = pafs.FileSystem.from_uri(text)
+        self._fs = resolved.filesystem
+        self._root = resolved.path
+        self._object_store = resolved.object_store
 
     def child(self, name: str) -> Location:
         """The location of the sub-directory ``name``."""
         sub = Location.__new__(Location)
         sub.url = f"{self.url.rstrip('/')}/{name}"
         sub._fs, sub._root = self._fs, self._path(name)
+        sub._object_store = self._object_store
         return sub
 
     def _path(self, name: str) -> str:
@@ -50,7 +59,11 @@ class Location:
             return bytes(stream.read())
 
     def write_bytes(self, name: str, data: bytes) -> None:
-        """Write ``name`` atomically (temporary file, then a move), creating directories."""
+        """Write ``name`` atomically for readers, creating directories."""
+        if self._object_store:
+            with self._fs.open_output_stream(self._path(name)) as stream:
+                stream.write(data)
+            return
         self._fs.create_dir(self._root, recursive=True)
         temporary = self._path(f".{name}.{uuid.uuid4().hex}.tmp")
         with self._fs.open_output_stream(temporary) as stream:
@@ -69,4 +82,4 @@ class Location:
             self._fs.delete_file(self._path(name))
 
     def __repr__(self) -> str:
-        return f"Location({self.url!r})"
+        return f"Location({masked(self.url)!r})"

@@ -23,6 +23,9 @@ from typing import Literal
 from failover_client import URIError
 from failover_client._errors import SparkOptionError
 from failover_client.engine._dedup import DUPLICATE_ID_HEADER
+from failover_client.spark._option_table import BY_KEY as _BY_KEY
+from failover_client.spark._option_table import OPTIONS, SPARK_OWN_OPTIONS, OptionInfo, Role
+from failover_client.spark._rowcheck import KNOWN_PREFIXES, destination_rule
 from failover_client.uri import parse
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "SPARK_OWN_OPTIONS",
     "DuplicateDetection",
     "OptionInfo",
+    "RowErrorMode",
     "SinkOptions",
     "SourceOptions",
     "SparkOptionError",
@@ -38,111 +42,19 @@ __all__ = [
     "source_options",
 ]
 
-Role = Literal["sink", "source"]
 DuplicateDetection = Literal["none", "artemis"]
+RowErrorMode = Literal["fail", "skip", "deadLetter"]
 
 ARTEMIS_DUPLICATE_HEADER = DUPLICATE_ID_HEADER
 """The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it).
 A connection with ``dedup=auto`` (the URI default) sets it on every send already."""
 
 
-@dataclass(frozen=True)
-class OptionInfo:
-    """One row of the option table: its spelling, who reads it, the values it takes."""
-
-    name: str
-    roles: frozenset[Role]
-    values: str
-    help: str
-
-    @property
-    def key(self) -> str:
-        """The key as Spark delivers it (lower case)."""
-        return self.name.lower()
-
-
-_SINK: frozenset[Role] = frozenset({"sink"})
-_SOURCE: frozenset[Role] = frozenset({"source"})
-_BOTH: frozenset[Role] = _SINK | _SOURCE
-
-
-def _info(name: str, roles: frozenset[Role], values: str, help_text: str) -> OptionInfo:
-    return OptionInfo(name, roles, values, help_text)
-
-
-OPTIONS: tuple[OptionInfo, ...] = (
-    _info("uri", _BOTH, "a failover URI", "the brokers and failover options"),
-    _info(
-        "destination",
-        _BOTH,
-        "a destination such as /queue/orders (source: several, comma-separated)",
-        "where rows go (sink) / what is consumed (source)",
-    ),
-    _info(
-        "destinationColumn",
-        _SINK,
-        "a string column",
-        "the column naming each row's destination (instead of destination)",
-    ),
-    _info("bodyColumn", _SINK, "a string or binary column", "the message body (default: value)"),
-    _info("headersColumn", _SINK, "a map<string,string> column", "headers / properties"),
-    _info(
-        "messageIdColumn",
-        _SINK,
-        "a string or integer column",
-        "each row's message id (default: query, batch, partition and row index)",
-    ),
-    _info("persistent", _SINK, "true or false", "persistent (durable) messages (default true)"),
-    _info(
-        "confirmWindow",
-        _SINK,
-        "a positive integer",
-        "confirmations outstanding per task (default: the URI's confirmWindow)",
-    ),
-    _info(
-        "duplicateDetection",
-        _SINK,
-        "none or artemis",
-        f"artemis: also put the id in {ARTEMIS_DUPLICATE_HEADER}, even under the URI's "
-        "dedup=off (dedup=auto, the URI default, puts it there already) (default none)",
-    ),
-    _info(
-        "commitMarkers",
-        _SINK,
-        "true or false",
-        "write a marker per committed batch under checkpointLocation (default true)",
-    ),
-    _info(
-        "commitDestination",
-        _SINK,
-        "a destination",
-        "send a summary message per committed batch there (default: none)",
-    ),
-    _info("selector", _SOURCE, "a selector expression", "broker-side message filter"),
-    _info(
-        "maxMessagesPerBatch",
-        _SOURCE,
-        "a positive integer",
-        "the most messages one micro-batch takes (default 10000)",
-    ),
-    _info(
-        "receiveTimeout",
-        _SOURCE,
-        "seconds (a positive number, or with an ms / s suffix)",
-        "how long a batch waits for its first message (default 1 s)",
-    ),
-    _info("bodyAsString", _SOURCE, "true or false", "add the body as a string column"),
-)
-
-SPARK_OWN_OPTIONS = frozenset({"checkpointlocation", "path"})
-"""Keys Spark itself passes to a data source (``checkpointLocation``; ``path`` from
-``save(path)`` / ``start(path)``, taken as the destination)."""
-
-_BY_KEY = {info.key: info for info in OPTIONS}
-
 DEFAULT_BODY_COLUMN = "value"
 DEFAULT_MAX_MESSAGES = 10_000
 DEFAULT_RECEIVE_TIMEOUT = 1.0
+DEFAULT_MAX_BATCH_DELAY = 15 * 60.0
+"""Kafka's ``maxTriggerDelay`` default."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +77,11 @@ class SinkOptions:
     commit_markers: bool = True
     commit_destination: str | None = None
     checkpoint_location: str | None = None
+    on_row_error: RowErrorMode = "fail"
+    dead_letter: str | None = None
+    """The destination of ``onRowError=deadLetter:<destination>``."""
+    allow_null_body: bool = False
+    allow_any_destination: bool = False
 
     @property
     def redacted_uri(self) -> str:
@@ -184,6 +101,8 @@ class SinkOptions:
             "persistent": self.persistent,
             "confirm_window": self.confirm_window,
             "duplicate_detection": self.duplicate_detection,
+            "on_row_error": self.on_row_error,
+            "dead_letter": self.dead_letter,
         }
         inner = ", ".join(f"{k}={v!r}" for k, v in shown.items() if v is not None)
         return f"SinkOptions(uri={self.redacted_uri!r}, {inner})"
@@ -200,6 +119,11 @@ class SourceOptions:
     receive_timeout: float = DEFAULT_RECEIVE_TIMEOUT
     body_as_string: bool = False
     checkpoint_location: str | None = None
+    max_bytes_per_batch: int | None = None
+    min_messages_per_batch: int = 1
+    max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
+    queue_depth: bool = True
+    num_partitions: int = 1
 
     @property
     def redacted_uri(self) -> str:
@@ -209,7 +133,11 @@ class SourceOptions:
         return (
             f"SourceOptions(uri={self.redacted_uri!r}, destinations={self.destinations!r}, "
             f"selector={self.selector!r}, max_messages_per_batch={self.max_messages_per_batch}, "
-            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string})"
+            f"receive_timeout={self.receive_timeout}, body_as_string={self.body_as_string}, "
+            f"max_bytes_per_batch={self.max_bytes_per_batch}, "
+            f"min_messages_per_batch={self.min_messages_per_batch}, "
+            f"max_batch_delay={self.max_batch_delay}, queue_depth={self.queue_depth}, "
+            f"num_partitions={self.num_partitions})"
         )
 
 
@@ -254,6 +182,16 @@ def _sink(given: Mapping[str, str]) -> SinkOptions:
             "destination",
         )
     window = given.get("confirmwindow")
+    mode, dead_letter = _on_row_error(given.get("onrowerror", "fail"))
+    any_destination = _bool("allowAnyDestination", given.get("allowanydestination", "false"))
+    stomp = all(member.protocol == "stomp" for member in parse(uri).members)
+    for name, value in (
+        ("destination", destination),
+        ("commitDestination", given.get("commitdestination")),
+        ("onRowError", dead_letter),
+    ):
+        if value is not None and stomp and not any_destination:
+            _prefixed(name, _destination(name, value))
     return SinkOptions(
         uri=uri,
         destination=None if destination is None else _destination("destination", destination),
@@ -267,7 +205,32 @@ def _sink(given: Mapping[str, str]) -> SinkOptions:
         commit_markers=_bool("commitMarkers", given.get("commitmarkers", "true")),
         commit_destination=_optional(given, "commitDestination", _destination),
         checkpoint_location=given.get("checkpointlocation") or None,
+        on_row_error=mode,
+        dead_letter=dead_letter,
+        allow_null_body=_bool("allowNullBody", given.get("allownullbody", "false")),
+        allow_any_destination=any_destination,
     )
+
+
+def _on_row_error(value: str) -> tuple[RowErrorMode, str | None]:
+    text = value.strip()
+    lowered = text.lower()
+    if lowered == "fail":
+        return "fail", None
+    if lowered == "skip":
+        return "skip", None
+    if lowered.startswith("deadletter:"):
+        return "deadLetter", _destination("onRowError", text.split(":", 1)[1])
+    raise _Invalid(
+        f"option onRowError: {value!r}; valid values: fail, skip, deadLetter:<destination> "
+        "(e.g. deadLetter:/queue/orders.dlq)",
+        "onRowError",
+    )
+
+
+def _prefixed(name: str, value: str) -> None:
+    if value in KNOWN_PREFIXES or not value.startswith(KNOWN_PREFIXES):
+        raise _Invalid(f"option {name}: {value!r} is not {destination_rule()}", name)
 
 
 def _source(given: Mapping[str, str]) -> SourceOptions:
@@ -282,18 +245,46 @@ def _source(given: Mapping[str, str]) -> SourceOptions:
     selector = given.get("selector")
     if selector is not None and not selector.strip():
         raise _Invalid("option selector is empty; leave it out to take every message", "selector")
+    most = _positive_int(
+        "maxMessagesPerBatch", given.get("maxmessagesperbatch", str(DEFAULT_MAX_MESSAGES))
+    )
+    least = _positive_int("minMessagesPerBatch", given.get("minmessagesperbatch", "1"))
+    if least > most:
+        # The broker delivers at most about one batch beyond what waits for its commit
+        # (the prefetch is twice maxMessagesPerBatch), so a larger minimum never fills.
+        raise _Invalid(
+            f"option minMessagesPerBatch: {least} is above maxMessagesPerBatch ({most}); "
+            "valid values: 1 .. maxMessagesPerBatch",
+            "minMessagesPerBatch",
+        )
+    delay = given.get("maxbatchdelay")
+    if delay is not None and "minmessagesperbatch" not in given:
+        raise _Invalid(
+            "option maxBatchDelay bounds how long minMessagesPerBatch holds a batch back; "
+            "give minMessagesPerBatch too, or leave maxBatchDelay out",
+            "maxBatchDelay",
+        )
+    byte_bound = given.get("maxbytesperbatch")
     return SourceOptions(
         uri=uri,
         destinations=destinations,
         selector=selector,
-        max_messages_per_batch=_positive_int(
-            "maxMessagesPerBatch", given.get("maxmessagesperbatch", str(DEFAULT_MAX_MESSAGES))
+        max_messages_per_batch=most,
+        min_messages_per_batch=least,
+        max_batch_delay=_seconds(
+            "maxBatchDelay", given.get("maxbatchdelay", str(DEFAULT_MAX_BATCH_DELAY))
         ),
+        max_bytes_per_batch=(
+            None if byte_bound is None else _positive_int("maxBytesPerBatch", byte_bound)
+        ),
+        queue_depth=_choice("queueDepth", given.get("queuedepth", "auto"), ("auto", "off"))
+        == "auto",
         receive_timeout=_seconds(
             "receiveTimeout", given.get("receivetimeout", str(DEFAULT_RECEIVE_TIMEOUT))
         ),
         body_as_string=_bool("bodyAsString", given.get("bodyasstring", "false")),
         checkpoint_location=given.get("checkpointlocation") or None,
+        num_partitions=_positive_int("numPartitions", given.get("numpartitions", "1")),
     )
 
 
@@ -376,6 +367,13 @@ def _positive_int(name: str, value: str) -> int:
     return number
 
 
+def _choice(name: str, value: str, valid: tuple[str, ...]) -> str:
+    lowered = value.strip().lower()
+    if lowered not in valid:
+        raise _Invalid(f"option {name}: {value!r}; valid values: {', '.join(valid)}", name)
+    return lowered
+
+
 def _seconds(name: str, value: str) -> float:
     text = value.strip().lower()
     scale = 1.0
@@ -383,13 +381,16 @@ def _seconds(name: str, value: str) -> float:
         text, scale = text[:-2], 0.001
     elif text.endswith("s"):
         text = text[:-1]
+    elif text.endswith("m"):
+        text, scale = text[:-1], 60.0
     try:
         seconds = float(text) * scale
     except ValueError:
         seconds = 0.0
     if not 0 < seconds < float("inf"):
         raise _Invalid(
-            f"option {name}: {value!r}; valid values: seconds > 0 such as 1.5, 500ms or 2s", name
+            f"option {name}: {value!r}; valid values: seconds > 0 such as 1.5, 500ms, 2s or 5m",
+            name,
         )
     return seconds
 

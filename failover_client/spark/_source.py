@@ -47,13 +47,28 @@ from pyspark.sql.types import (
 
 from failover_client import FailoverClientError
 from failover_client.spark._consumer import Consumer
+from failover_client.spark._depth import QueueDepth
 from failover_client.spark._driver import SourceDriver
 from failover_client.spark._options import SourceOptions, SparkOptionError, source_options
+from failover_client.spark._s3conf import S3Settings
 from failover_client.spark._spool import Spool, read_batch
 from failover_client.uri import parse
 
 if TYPE_CHECKING:  # PySpark 4.2+; 4.0 / 4.1 never call getDefaultReadLimit
     from pyspark.sql.streaming.datasource import ReadLimit
+    from pyspark.sql.streaming.datasource import (
+        SupportsTriggerAvailableNow as _AvailableNowContract,
+    )
+else:
+    try:
+        from pyspark.sql.streaming.datasource import (
+            SupportsTriggerAvailableNow as _AvailableNowContract,
+        )
+    except ImportError:  # PySpark 4.0 / 4.1: Spark runs AvailableNow as "until nothing new"
+
+        class _AvailableNowContract:
+            pass
+
 
 __all__ = [
     "FailoverStreamReader",
@@ -94,14 +109,16 @@ def source_schema(options: Mapping[str, str] | SourceOptions) -> StructType:
     return StructType(fields)
 
 
-def stream_reader(options: Mapping[str, str], schema: StructType) -> FailoverStreamReader:
+def stream_reader(
+    options: Mapping[str, str], schema: StructType, s3: S3Settings | None = None
+) -> FailoverStreamReader:
     """The reader for ``DataSource.streamReader``: options validated, nothing connected."""
     parsed = _validated(options)
     try:
         _check_schema(schema, source_schema(parsed))
     except SparkOptionError as exc:
         raise exc.with_traceback(None) from None
-    return FailoverStreamReader(parsed, schema)
+    return FailoverStreamReader(parsed, schema, s3)
 
 
 def _validated(options: Mapping[str, str]) -> SourceOptions:
@@ -175,16 +192,23 @@ def _brief(method: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-class FailoverStreamReader(DataSourceStreamReader):
+class FailoverStreamReader(DataSourceStreamReader, _AvailableNowContract):
     """Spark's stream reader over a :class:`SourceDriver` (see the module docstring).
 
-    Picklable: it carries the options and the schema; the driver state is made on first use
-    of an offset method and never pickled.
+    Triggers and rate options: :mod:`failover_client.spark._pacing`. Lag: Spark shows
+    :meth:`reportLatestOffset` as the progress's ``latestOffset`` (PySpark 4.2+).
+
+    Picklable: it carries the options, the schema and how to reach the spool's store (``s3``,
+    for executors); the driver state is made on first use of an offset method and never
+    pickled.
     """
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: SourceOptions, schema: StructType, s3: S3Settings | None = None
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.s3 = s3
         self._driver: SourceDriver | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -194,7 +218,7 @@ class FailoverStreamReader(DataSourceStreamReader):
 
     def _started(self) -> SourceDriver:
         if self._driver is None:
-            self._driver = _open_driver(self.options)
+            self._driver = _open_driver(self.options, self.s3)
         return self._driver
 
     # --- offsets: the driver's long-lived process --------------------------------------------
@@ -209,6 +233,20 @@ class FailoverStreamReader(DataSourceStreamReader):
     ) -> dict[str, int]:
         begin = None if start is None else _position(start)
         return _offset(self._started().latest(begin, self._limit(limit)))
+
+    @_brief
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: fix the target (what the broker holds now), drain to it, stop."""
+        self._started().prepare_available_now()
+
+    @_brief
+    def reportLatestOffset(self) -> dict[str, int]:
+        """The latest offset known, with what it is made of (buffered, pending, broker depth).
+
+        ``position`` minus the batch's end offset is how many messages the query is behind;
+        ``brokerDepth`` only where the broker tells it (ActiveMQ Classic's statistics plugin).
+        """
+        return self._started().lag()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: PLC0415 - 4.2+
@@ -251,7 +289,7 @@ class FailoverStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's messages, from its spool file (stateless: runs on any executor)."""
         assert isinstance(partition, SpoolPartition)
-        table = read_batch(partition.spool, partition.name)
+        table = read_batch(partition.spool, partition.name, self.s3)
         offsets = table.column("offset")
         wanted = pc.and_(
             pc.greater_equal(offsets, partition.start), pc.less(offsets, partition.end)
@@ -288,14 +326,17 @@ def _text(bodies: pa.ChunkedArray) -> pa.ChunkedArray:
         return pa.chunked_array([pa.array(decoded, type=pa.string())])
 
 
-def _open_driver(options: SourceOptions) -> SourceDriver:
+def _open_driver(options: SourceOptions, s3: S3Settings | None = None) -> SourceDriver:
     assert options.checkpoint_location is not None  # checked by stream_reader
     identity = {"destinations": list(options.destinations), "selector": options.selector}
-    spool = Spool.open(options.checkpoint_location, identity)
+    spool = Spool.open(options.checkpoint_location, identity, s3=s3)
     consumer = Consumer(options)
     try:
         consumer.start()
-        return SourceDriver(options, spool, consumer)
+        depth = None
+        if options.queue_depth:
+            depth = QueueDepth(consumer.connection, options.destinations)
+        return SourceDriver(options, spool, consumer, depth=depth)
     except BaseException:
         consumer.close()
         raise

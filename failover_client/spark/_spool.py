@@ -8,7 +8,8 @@ Spark committed the batch. A batch can then be replayed exactly (``read`` betwee
 offsets reads the same file, on any executor) and the source's position is what this
 directory says, never what a driver process remembers.
 
-Under ``<checkpointLocation>/failover-source/`` (any filesystem pyarrow serves, through
+Under ``<checkpointLocation>/failover-source/`` (any location that
+:mod:`~failover_client.spark._storage` serves, through
 :class:`~failover_client.spark._fs.Location`)::
 
     source.json                                   which destinations / selector it belongs to
@@ -26,7 +27,6 @@ listing order is offset order.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +37,8 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from failover_client._errors import SpoolGap
 from failover_client.spark._fs import Location
 from failover_client.spark._options import SparkOptionError
+from failover_client.spark._s3conf import S3Settings
+from failover_client.spark._storage import absolute
 
 __all__ = [
     "RETAINED_IDS",
@@ -127,18 +129,19 @@ class SpoolState:
 
 def absolute_url(location: str) -> str:
     """``location`` with a relative local path made absolute (executors run elsewhere)."""
-    if "://" in location or location.startswith("file:"):
-        return location
-    return os.path.abspath(location)
+    return absolute(location)
 
 
 class Spool:
     """The spool directory of one source (see the module docstring)."""
 
-    def __init__(self, url: str, *, retained: int = RETAINED_IDS) -> None:
+    def __init__(
+        self, url: str, *, retained: int = RETAINED_IDS, s3: S3Settings | None = None
+    ) -> None:
         self.url = url
         self.retained = retained
-        self._location = Location(url)
+        self.s3 = s3
+        self._location = Location(url, s3)
 
     @classmethod
     def open(
@@ -147,6 +150,7 @@ class Spool:
         identity: Mapping[str, object],
         *,
         retained: int = RETAINED_IDS,
+        s3: S3Settings | None = None,
     ) -> Spool:
         """The spool under ``checkpoint_location``, claimed for the source ``identity``.
 
@@ -155,7 +159,7 @@ class Spool:
         mean other messages.
         """
         url = f"{absolute_url(checkpoint_location).rstrip('/')}/{SPOOL_DIRECTORY}"
-        spool = cls(url, retained=retained)
+        spool = cls(url, retained=retained, s3=s3)
         wanted = json.dumps(dict(identity), sort_keys=True)
         if spool._location.exists(_IDENTITY):
             found = spool._location.read_bytes(_IDENTITY).decode()
@@ -212,7 +216,7 @@ class Spool:
 
     def ids(self, batch: SpoolBatch) -> list[str | None]:
         """The message ids in a batch file (for de-duplication after a restart)."""
-        table = read_batch(self.url, batch.name)
+        table = read_batch(self.url, batch.name, self.s3)
         return [None if v is None else str(v) for v in table.column("message_id").to_pylist()]
 
     def committed_ids(self, batch: SpoolBatch) -> list[str]:
@@ -280,7 +284,7 @@ def encode(start: int, messages: Sequence[SpooledMessage]) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def read_batch(url: str, name: str) -> pa.Table:
+def read_batch(url: str, name: str, s3: S3Settings | None = None) -> pa.Table:
     """The table in batch file ``name`` of the spool at ``url`` (runs on executors)."""
-    data = Location(url).read_bytes(name)
+    data = Location(url, s3).read_bytes(name)
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

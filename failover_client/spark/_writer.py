@@ -32,8 +32,15 @@ from failover_client import ConnectionFailure, SendFailure
 from failover_client.spark._commit import PartitionReport, log_abort, record_commit
 from failover_client.spark._connections import connection_for
 from failover_client.spark._layout import row_layout
-from failover_client.spark._messages import ColumnBatch, MessageShape, Outgoing, PartitionMessages
+from failover_client.spark._messages import (
+    ColumnBatch,
+    MessageShape,
+    Outgoing,
+    PartitionMessages,
+    Refusal,
+)
 from failover_client.spark._options import SinkOptions, sink_options
+from failover_client.spark._rowerrors import RefusedRows
 from failover_client.spark._send import PartitionNotConfirmed, send_all
 from failover_client.spark._task import current_task
 
@@ -77,12 +84,13 @@ def write_partition(plan: WritePlan, source: Iterable[Any], *, arrow: bool) -> P
     """Send one partition (rows, or Arrow batches when ``arrow``) and report it."""
     task = current_task()
     messages = PartitionMessages(plan.shape, task.id_prefix(plan.write_id))
-    stream: Iterator[Outgoing] = (
+    stream: Iterator[Outgoing | Refusal] = (
         messages.from_batches(source) if arrow else messages.from_rows(source)
     )
+    refused = RefusedRows(plan.options, plan.shape.rules.max_frame)
     try:
         connection = connection_for(plan.options)
-        sent = send_all(connection, stream)
+        sent = send_all(connection, stream, refused)
     except (ConnectionFailure, SendFailure) as exc:
         # What reaches the user is this exception's traceback, printed by the Python worker
         # and carried into the query's error: without the engine's frames it stays readable,
@@ -102,6 +110,8 @@ def write_partition(plan: WritePlan, source: Iterable[Any], *, arrow: bool) -> P
         query_id=task.query_id,
         batch_id=task.batch_id,
         broker=connection.broker,
+        refused=refused.count,
+        reasons=tuple(refused.reasons),
     )
 
 
@@ -152,7 +162,8 @@ class FailoverBatchWriter(DataSourceArrowWriter):
         # Inside foreachBatch the tasks ran as part of a micro-batch: record it like one.
         batch = next((m.batch_id for m in messages if isinstance(m, PartitionReport)), None)
         options = self.plan.options
-        if batch is not None or options.commit_destination is not None:
+        refused = any(isinstance(m, PartitionReport) and m.refused for m in messages)
+        if batch is not None or options.commit_destination is not None or refused:
             number = None if batch is None else int(batch)
             record_commit(options, number, messages, write_id=self.plan.write_id)
 

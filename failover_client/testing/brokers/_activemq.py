@@ -27,7 +27,9 @@ from ._shared_store import SharedStoreCluster
 
 __all__ = [
     "ACTIVEMQ_HOME",
+    "DEFAULT_HEAP",
     "FAST_JVM_OPTIONS",
+    "HEAP_VARIABLE",
     "LocalActiveMQ",
     "activemq_missing",
     "build_activemq_cluster",
@@ -40,11 +42,20 @@ LAUNCHER = ACTIVEMQ_HOME / "bin" / "activemq.jar"
 # them such a SUBSCRIBE kills the connection (BROKERS.md). xpp3 is already in lib/optional.
 ADVISORY_JARS = (Path("/usr/share/java/xstream.jar"), Path("/usr/share/java/jettison.jar"))
 
-# Start-up and footprint tuned for functional tests (BROKERS.md): C1 only, serial GC, small
-# heap. Benchmarks should drop TieredStopAtLevel=1 (see ClusterSpec.jvm_options).
+DEFAULT_HEAP = "1g"
+"""Each broker's maximum heap unless ``ClusterSpec.heap`` or :data:`HEAP_VARIABLE` says
+otherwise. 256 MB (the earlier default) ran out of memory at about 100,000 queued 128-byte
+messages in a Spark sink load test (9 OutOfMemoryErrors, throughput down 17x); 1 GB held them.
+The JVM starts at 64 MB and grows the heap only as the broker needs it."""
+
+HEAP_VARIABLE = "FAILOVER_ACTIVEMQ_HEAP"
+"""Environment variable that sets every harness ActiveMQ's heap (``-Xmx`` syntax: ``2g``)."""
+
+# Start-up and footprint tuned for functional tests (BROKERS.md): C1 only, serial GC, a heap
+# that starts small. Benchmarks should drop TieredStopAtLevel=1 (see ClusterSpec.jvm_options).
 FAST_JVM_OPTIONS = (
     "-Xms64m",
-    "-Xmx256m",
+    f"-Xmx{DEFAULT_HEAP}",
     "-XX:TieredStopAtLevel=1",
     "-XX:+UseSerialGC",
     "-Xss512k",
@@ -177,6 +188,22 @@ class LocalActiveMQ(LocalBroker):
         return None
 
 
+def heap_of(spec: ClusterSpec) -> str:
+    """The broker heap for ``spec``: its ``heap``, else $FAILOVER_ACTIVEMQ_HEAP, else 1 GB."""
+    if spec.heap is not None:
+        return spec.heap
+    configured = os.environ.get(HEAP_VARIABLE, "").strip()
+    if not configured:
+        return DEFAULT_HEAP
+    try:  # checked as ClusterSpec checks its field
+        ClusterSpec(spec.kind, heap=configured)
+    except ValueError:
+        raise ValueError(
+            f"${HEAP_VARIABLE}={configured!r}: give a size as -Xmx takes it, e.g. '1g'"
+        ) from None
+    return configured
+
+
 def build_activemq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
     """Create (not start) ``spec.size`` brokers under ``root``."""
     reason = activemq_missing()
@@ -214,7 +241,7 @@ def build_activemq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
             users=spec.users,
             shared_store=str(root / "shared-kahadb") if spec.shared_store else None,
         )
-        jvm = spec.jvm_options or FAST_JVM_OPTIONS
+        jvm = (*(spec.jvm_options or FAST_JVM_OPTIONS), f"-Xmx{heap_of(spec)}")
         brokers.append(LocalActiveMQ(name, root / name, config, endpoints, jvm))
     if spec.shared_store:
         return SharedStoreCluster(spec, brokers, backend="local")

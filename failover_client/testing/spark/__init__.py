@@ -13,7 +13,8 @@ over (with :mod:`failover_client.testing.brokers`)::
 Faults from inside a task, at a chosen row, on the first attempt only (wrap them in a UDF):
 :class:`FailFirstAttempt` raises there, :class:`NullOnFirstAttempt` nulls the value there
 (failing the sink downstream exactly at that row), :class:`Tripwire` runs a callback in the
-test process there (kill a broker mid-partition).
+test process there (kill a broker mid-partition). :class:`LoopbackS3` is an S3-compatible
+server on loopback for jobs that checkpoint on ``s3a://``.
 
 The pytest fixtures are in :mod:`failover_client.testing.spark_fixtures`. Importing this
 package needs no PySpark; building a session or a cluster does (the ``spark`` extra), and a
@@ -29,6 +30,7 @@ from failover_client.testing.spark._faults import (
     Trip,
     Tripwire,
 )
+from failover_client.testing.spark._s3 import LoopbackS3
 from failover_client.testing.spark._session import (
     LOCAL_MASTER,
     SparkSessions,
@@ -47,6 +49,7 @@ __all__ = [
     "LOCAL_MASTER",
     "FailFirstAttempt",
     "InjectedFailure",
+    "LoopbackS3",
     "NullOnFirstAttempt",
     "SparkClusterError",
     "SparkSessions",

@@ -7,9 +7,9 @@ UDF (``udf(FailFirstAttempt("3000"), "string")``); they pass every value through
 * :class:`FailFirstAttempt` raises :class:`InjectedFailure` at one value on a task's first
   attempt, so Spark retries the task and the retry runs through. A UDF runs ahead of the
   operator that consumes its output (rows are buffered between them), so the failure can come
-  before a sink downstream has seen any row; :class:`NullOnFirstAttempt` fails the *consumer*
-  instead, exactly at that row: it turns the value into a null there, which a sink refusing
-  nulls in that column (a message id, a destination) fails on, after every row before it;
+  before a sink downstream has seen any row; :class:`NullOnFirstAttempt`
+  turns the value into a null there instead, a bad row for the *consumer* exactly at that row
+  (the failover sink refuses it by its ``onRowError`` option, without failing the task);
 * :class:`Tripwire` runs a callback in the *test* process (kill a broker, say) when a task
   reaches one value, and lets the task continue once the callback returned. It is a loopback
   TCP server; the UDF side (:meth:`Tripwire.at`) connects to it, so it works from executors in

@@ -1,0 +1,157 @@
+"""The Spark source's triggers, rate control and lag against real ActiveMQ brokers."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from failover_client import FailoverConnection
+from failover_client.spark import FORMAT, register
+from failover_client.spark._depth import QueueDepth
+from failover_client.testing.brokers import Cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_activemq_statistics_tell_the_queue_depth(
+    activemq_cluster: Cluster, unique_queue: str
+) -> None:
+    broker = activemq_cluster[0]
+    broker.send(unique_queue, [f"m-{n}" for n in range(25)])
+    with FailoverConnection(f"failover:({broker.uri()})") as connection:
+        depth = QueueDepth(connection, [unique_queue])
+        assert depth.ask(10.0) == 25
+        broker.send(unique_queue, [f"n-{n}" for n in range(5)])
+        assert depth.ask(10.0) == 30
+
+
+# --- in a query -------------------------------------------------------------------------------
+
+BACKLOG = 30_000
+STEP = 5_000
+WAIT = 600.0
+"""Safety net for a hung query; the query ends by itself well before."""
+
+
+@pytest.fixture
+def spark(spark_local: SparkSession) -> SparkSession:
+    spark_local.sparkContext.setLogLevel("ERROR")
+    register(spark_local)
+    return spark_local
+
+
+def read_stream(spark: SparkSession, uri: str, destination: str, checkpoint: Path, **extra: str):
+    reader = (
+        spark.readStream.format(FORMAT)
+        .option("uri", uri)
+        .option("destination", destination)
+        .option("checkpointLocation", str(checkpoint))
+        .option("bodyAsString", "true")
+    )
+    for key, value in extra.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def test_available_now_drains_the_backlog_in_steps_and_stops(
+    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+) -> None:
+    broker = activemq_cluster[0]
+    broker.send(unique_queue, [f"m-{n}" for n in range(BACKLOG)])
+    name = f"available_now_{uuid.uuid4().hex[:8]}"
+    checkpoint = tmp_path / "checkpoint"
+    frame = read_stream(
+        spark,
+        f"failover:({broker.uri()})",
+        unique_queue,
+        checkpoint,
+        maxMessagesPerBatch=str(STEP),
+    )
+    query = (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(WAIT), "the query did not stop by itself"
+    assert query.exception() is None
+    counts = spark.sql(
+        f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
+    ).collect()[0]
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    # All of it, each once, in steps no larger than maxMessagesPerBatch.
+    assert (counts.rows, counts.bodies) == (BACKLOG, BACKLOG)
+    assert sum(sizes) == BACKLOG
+    assert max(sizes) <= STEP
+    assert len(sizes) >= BACKLOG // STEP
+    # The last batch was acknowledged before the query stopped: nothing left on the broker.
+    assert broker.queue_depth(unique_queue.removeprefix("/queue/")) == 0
+
+
+def test_available_now_leaves_later_messages_for_the_next_run(
+    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+) -> None:
+    broker = activemq_cluster[0]
+    broker.send(unique_queue, [f"m-{n}" for n in range(300)])
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> list[str]:
+        bodies: list[str] = []
+
+        def collect(batch: DataFrame, batch_id: int) -> None:
+            bodies.extend(r.body_string for r in batch.collect())
+
+        frame = read_stream(spark, f"failover:({broker.uri()})", unique_queue, checkpoint)
+        query = (
+            frame.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(WAIT), "the query did not stop by itself"
+        assert query.exception() is None
+        return bodies
+
+    assert sorted(run()) == sorted(f"m-{n}" for n in range(300))
+    broker.send(unique_queue, [f"later-{n}" for n in range(200)])
+    # The second run starts from the first one's checkpoint: the new ones, each once.
+    assert sorted(run()) == sorted(f"later-{n}" for n in range(200))
+
+
+def test_the_progress_shows_the_lag_behind_the_broker(
+    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+) -> None:
+    broker = activemq_cluster[0]
+    broker.send(unique_queue, [f"m-{n}" for n in range(3_000)])
+    name = f"lag_{uuid.uuid4().hex[:8]}"
+    checkpoint = tmp_path / "checkpoint"
+    frame = read_stream(
+        spark, f"failover:({broker.uri()})", unique_queue, checkpoint, maxMessagesPerBatch="200"
+    )
+    query = (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        sources = [p["sources"][0] for p in query.recentProgress]
+    finally:
+        query.stop()
+    assert query.exception() is None
+    reports = [(json.loads(s["latestOffset"]), json.loads(s["endOffset"])) for s in sources]
+    keys = {"position", "spooled", "buffered", "pendingCommit", "acknowledged", "committed"}
+    assert all(keys <= set(latest) for latest, _ in reports)
+    # The broker's depth came with a later progress (it is asked without waiting), and
+    # while the backlog lasted the query was behind the broker by what it still held.
+    behind = [
+        latest["position"] - end["position"] for latest, end in reports if "brokerDepth" in latest
+    ]
+    assert behind
+    assert max(behind) > 0
