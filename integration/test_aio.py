@@ -11,7 +11,8 @@ both times.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
@@ -32,6 +33,8 @@ from integration.test_failover_common import (
 
 pytestmark = pytest.mark.integration
 
+T = TypeVar("T")
+
 # The harness runs ActiveMQ Classic with STOMP (and OpenWire) only; AMQP 1.0 is RabbitMQ's.
 TARGETS = ["activemq-stomp", "rabbitmq-stomp", "rabbitmq-amqp"]
 
@@ -42,14 +45,33 @@ def _cluster(request: pytest.FixtureRequest, target: str) -> Cluster:
     return cluster
 
 
+_opened: list[AsyncFailoverConnection] = []
+
+
 def _connection(
     cluster: Cluster, endpoint: str, options: dict[str, Any], events: list[Event]
 ) -> AsyncFailoverConnection:
-    return AsyncFailoverConnection(
+    conn = AsyncFailoverConnection(
         failover_uri(cluster, options, endpoint=endpoint),
         listeners=[events.append],
         **credentials(cluster),
     )
+    _opened.append(conn)
+    return conn
+
+
+def _run(scenario: Coroutine[Any, Any, T]) -> T:
+    """Run a scenario; whatever it raised, close every connection it opened (a close is a
+    no-op on a closed one), so a failed test leaves no thread behind to fail the next ones."""
+
+    async def guarded() -> T:
+        try:
+            return await scenario
+        finally:
+            while _opened:
+                await _opened.pop().close()
+
+    return asyncio.run(guarded())
 
 
 def _addresses(cluster: Cluster, queue: str) -> tuple[str, str]:
@@ -146,7 +168,7 @@ def test_a_sigkill_under_an_asyncio_producer_and_consumer_loses_nothing(
         victim.start()
         return producer.confirmed, to_consumer.confirmed, before, before_c
 
-    confirmed, to_consumer, before, before_c = asyncio.run(scenario())
+    confirmed, to_consumer, before, before_c = _run(scenario())
     check_delivery(_drain(cluster, queue, endpoint), confirmed, set(confirmed) - before)
     # The consumer got every confirmed message; a body seen twice came with the same id.
     ids: dict[str, set[str | None]] = {}
@@ -182,7 +204,7 @@ def test_a_hung_broker_is_left_by_an_asyncio_producer(activemq_cluster: Cluster)
         await conn.close()
         return producer.confirmed, before
 
-    confirmed, before = asyncio.run(scenario())
+    confirmed, before = _run(scenario())
     messages = _drain(activemq_cluster, queue, "stomp")
     check_delivery(messages, confirmed, set(confirmed) - before)
 
@@ -216,7 +238,7 @@ def test_the_priority_broker_is_regained_under_an_asyncio_producer(
         await conn.close()
         return producer.confirmed, before, restored
 
-    confirmed, before, restored = asyncio.run(scenario())
+    confirmed, before, restored = _run(scenario())
     assert restored.to_broker == preferred.uri()
     check_delivery(_drain(activemq_cluster, queue, "stomp"), confirmed, set(confirmed) - before)
 
@@ -252,7 +274,7 @@ def test_cancelled_sends_mid_flight_are_written_once_or_not_at_all(
         await conn.close()
         return confirmed, cancelled
 
-    confirmed, cancelled = asyncio.run(scenario())
+    confirmed, cancelled = _run(scenario())
     assert cancelled
     messages = _drain(cluster, queue, endpoint)
     delivery = check_delivery(messages, confirmed)
@@ -286,7 +308,7 @@ def test_close_with_drain_finishes_handlers_and_confirmations(
         await conn.close(drain=SAFETY)
         return pending
 
-    pending = asyncio.run(scenario())
+    pending = _run(scenario())
     assert all(future.result() is None for future in pending)
     left = {m.text for m in _drain(cluster, queue, endpoint)}
     # Everything sent was either handled (and acknowledged) or is still on the broker.
@@ -312,4 +334,4 @@ def test_a_send_timeout_while_every_broker_is_down(activemq_cluster: Cluster) ->
         for broker in activemq_cluster:
             await asyncio.to_thread(broker.start)
 
-    asyncio.run(scenario())
+    _run(scenario())
