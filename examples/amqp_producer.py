@@ -33,7 +33,10 @@ _output = threading.Lock()  # the listener prints from the library's event threa
 
 def say(line: str) -> None:
     with _output:
-        print(line, flush=True)
+        # One write per line: Ctrl-C (KeyboardInterrupt) lands between calls, never inside
+        # one, and print() writes the text and its newline in two.
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def show_failover(event: Event) -> None:

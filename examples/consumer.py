@@ -41,9 +41,13 @@ _output = threading.Lock()
 
 
 def say(*parts: object, file: TextIO | None = None) -> None:
-    """print() one whole line, flushed, from any thread."""
+    """Write one whole line, flushed, from any thread."""
+    out = file or sys.stdout
     with _output:
-        print(*parts, file=file or sys.stdout, flush=True)
+        # One write per line: Ctrl-C (KeyboardInterrupt) lands between calls, never inside
+        # one, and print() writes the text and its newline in two.
+        out.write(" ".join(map(str, parts)) + "\n")
+        out.flush()
 
 
 SHOWN_EVENTS = (Connected, Disconnected, FailedOver, PriorityRestored, GaveUp)
