@@ -133,10 +133,13 @@ def test_the_progress_shows_the_lag_behind_the_broker(
     frame = read_stream(
         spark, f"failover:({broker.uri()})", unique_queue, checkpoint, maxMessagesPerBatch="200"
     )
+    # Half a second between batches: the depth is asked without waiting (at most once a
+    # second), so a backlog drained faster than that would show no progress with it.
     query = (
         frame.writeStream.format("memory")
         .queryName(name)
         .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="500 milliseconds")
         .start()
     )
     try:
