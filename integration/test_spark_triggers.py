@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from failover_client import FailoverConnection
 from failover_client.spark import FORMAT, register
 from failover_client.spark._depth import QueueDepth
 from failover_client.testing.brokers import Cluster
+from failover_client.testing.brokers._activemq import LocalActiveMQ
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +61,13 @@ def read_stream(spark: SparkSession, uri: str, destination: str, checkpoint: Pat
 
 
 def test_available_now_drains_the_backlog_in_steps_and_stops(
-    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+    spark: SparkSession,
+    activemq_cluster: Cluster,
+    unique_queue: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="failover_client.spark")  # its target, on failure
     broker = activemq_cluster[0]
     broker.send(unique_queue, [f"m-{n}" for n in range(BACKLOG)])
     name = f"available_now_{uuid.uuid4().hex[:8]}"
@@ -84,13 +92,26 @@ def test_available_now_drains_the_backlog_in_steps_and_stops(
         f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
     ).collect()[0]
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    print(f"batch sizes: {sizes}")
     # All of it, each once, in steps no larger than maxMessagesPerBatch.
     assert (counts.rows, counts.bodies) == (BACKLOG, BACKLOG)
     assert sum(sizes) == BACKLOG
     assert max(sizes) <= STEP
     assert len(sizes) >= BACKLOG // STEP
-    # The last batch was acknowledged before the query stopped: nothing left on the broker.
-    assert broker.queue_depth(unique_queue.removeprefix("/queue/")) == 0
+    # The last batch was acknowledged before the query stopped: nothing left on the broker
+    # once it has applied those acknowledgements (it does so after they are written, one by
+    # one: thousands take a moment on a busy machine).
+    assert settled_depth(broker, unique_queue) == 0
+
+
+def settled_depth(broker: LocalActiveMQ, destination: str, timeout: float = 60.0) -> int | None:
+    """The queue's depth once it reached 0, or the last one seen after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        depth = broker.queue_depth(destination.removeprefix("/queue/"))
+        if depth == 0 or time.monotonic() > deadline:
+            return depth
+        time.sleep(0.5)  # the broker applies acknowledgements at its own pace
 
 
 def test_available_now_leaves_later_messages_for_the_next_run(
@@ -124,8 +145,13 @@ def test_available_now_leaves_later_messages_for_the_next_run(
 
 
 def test_the_progress_shows_the_lag_behind_the_broker(
-    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+    spark: SparkSession,
+    activemq_cluster: Cluster,
+    unique_queue: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="failover_client.spark")  # depth requests, on failure
     broker = activemq_cluster[0]
     broker.send(unique_queue, [f"m-{n}" for n in range(3_000)])
     name = f"lag_{uuid.uuid4().hex[:8]}"
@@ -133,22 +159,38 @@ def test_the_progress_shows_the_lag_behind_the_broker(
     frame = read_stream(
         spark, f"failover:({broker.uri()})", unique_queue, checkpoint, maxMessagesPerBatch="200"
     )
-    # Half a second between batches: the depth is asked without waiting (at most once a
-    # second), so a backlog drained faster than that would show no progress with it.
+    # A batch a second: the depth is asked without waiting (at most once a second) and comes
+    # with a later progress, so the 3,000 messages keep the query behind for about 15 s.
     query = (
         frame.writeStream.format("memory")
         .queryName(name)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
+        .trigger(processingTime="1 second")
         .start()
     )
+    deadline = time.monotonic() + WAIT
     try:
-        query.processAllAvailable()
+        # Until a progress carries the broker's depth, the backlog is gone, or the query ended.
+        while time.monotonic() < deadline and query.isActive:
+            sources = [p["sources"][0] for p in query.recentProgress]
+            latest = [json.loads(s["latestOffset"]) for s in sources if s["latestOffset"]]
+            if any("brokerDepth" in offset for offset in latest):
+                break
+            if any(o["committed"] >= 3_000 for o in latest):
+                break
+            time.sleep(0.5)  # progresses come once a second
         sources = [p["sources"][0] for p in query.recentProgress]
     finally:
         query.stop()
     assert query.exception() is None
-    reports = [(json.loads(s["latestOffset"]), json.loads(s["endOffset"])) for s in sources]
+    for source in sources:
+        print(source["latestOffset"], source["endOffset"])
+    reports = [
+        (json.loads(s["latestOffset"]), json.loads(s["endOffset"]))
+        for s in sources
+        if s["latestOffset"] and s["endOffset"]
+    ]
+    assert reports
     keys = {"position", "spooled", "buffered", "pendingCommit", "acknowledged", "committed"}
     assert all(keys <= set(latest) for latest, _ in reports)
     # The broker's depth came with a later progress (it is asked without waiting), and
