@@ -26,6 +26,10 @@ after an unrecorded warm-up round that starts the Python workers and warms the b
   batch N when it plans N+1);
 * ``ratio``: the source's end-to-end rate over the plain consumer's rate of the same round.
 
+* ``source process peak RSS``: the peak resident memory (``VmHWM``) of the Python worker that
+  runs the source on the driver (the one of Spark's workers connected to the broker), the
+  most of any round.
+
 Target: source end to end >= 0.8x the plain stomp.py consumer.
 """
 
@@ -53,6 +57,7 @@ from benchmarks._common import (  # noqa: E402
     warm,
     write_json,
 )
+from benchmarks._proc_rss import clients_of, memory  # noqa: E402
 from failover_client import FailoverConnection  # noqa: E402
 from failover_client.spark import register  # noqa: E402
 from failover_client.testing.brokers import Broker, Cluster  # noqa: E402
@@ -198,6 +203,7 @@ def one_run(
             raise RuntimeError(f"the query stopped short: {query.exception()}")
         last = seen[-1]["ended"]
         acked = emptied(broker, destination, last)
+        source_memory = driver_memory(broker)
     finally:
         query.stop()
     rows = sum(r["rows"] for r in seen)
@@ -214,7 +220,22 @@ def one_run(
         "median_batch_ms": statistics.median(r["ms"].get("triggerExecution", 0) for r in seen),
         "median_latest_offset_ms": statistics.median(r["ms"].get("latestOffset", 0) for r in seen),
         "acknowledged_after_s": None if acked is None else round(acked, 2),
+        **source_memory,
     }
+
+
+def driver_memory(broker: Broker) -> dict[str, Any]:
+    """The resident memory of the Python worker that runs the source on the driver.
+
+    Of the Python processes below this one (Spark's JVM and its workers) it is the one
+    connected to the broker's STOMP port: executor tasks read spool files only.
+    """
+    found = clients_of(broker.endpoint("stomp").port)
+    if len(found) != 1:
+        log(f"source process not found by its broker connection: {found}")
+        return {}
+    figures = memory(found[0])
+    return {f"source_{key}_mb": round(value / 2**20, 1) for key, value in figures.items()}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -272,14 +293,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         end_to_end = statistics.median(r["end_to_end_per_s"] for r in runs)
         steady = statistics.median(r["steady_per_s"] or 0 for r in runs)
         ratio = statistics.median(r["ratio"] for r in runs)
+        peaks = [r["source_peak_rss_mb"] for r in runs if "source_peak_rss_mb" in r]
+        peak = max(peaks) if peaks else None
         medians[f"partitions_{n}"] = {
+            "source_peak_rss_mb": peak,
             "end_to_end_per_s": end_to_end,
             "steady_per_s": steady,
             "ratio": ratio,
             "met": ratio >= TARGET,
         }
         rows.append(
-            [n, end_to_end, steady, plain_median, f"{ratio:.2f}x", f"{TARGET}x", ratio >= TARGET]
+            [
+                n,
+                end_to_end,
+                steady,
+                plain_median,
+                f"{ratio:.2f}x",
+                f"{TARGET}x",
+                ratio >= TARGET,
+                "?" if peak is None else f"{peak:,.0f}",
+            ]
         )
     text = table(
         f"Spark source into noop vs a plain stomp.py consumer, one broker, "
@@ -293,6 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "ratio",
             "target",
             "met",
+            "source process peak RSS MB",
         ],
         rows,
     )
