@@ -24,6 +24,7 @@ from failover_client._errors import SendTimeout
 from failover_client.engine._budget import PhasedBudget
 from failover_client.engine._latch import Latch
 from failover_client.engine._outbox import OutboundMessage
+from failover_client.engine._parking import Schedule
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._startup import startup_error
 from failover_client.engine._subscriptions import Message, Subscription
@@ -110,12 +111,16 @@ class NoWait:
 
     # --- start-up ----------------------------------------------------------------------------
 
-    def start(self, seconds: float | None, first_outcome: Wakeup) -> bool:
+    def start(
+        self, seconds: float | None, first_outcome: Wakeup, park: Schedule | None = None
+    ) -> bool:
         """What ``connect()`` does before it waits: start the loop and the sources.
 
         ``first_outcome`` replaces the loop's own event (set once the first session is up, or
-        the loop gave up or was closed) so that its ``set`` reaches the caller. False (and
-        nothing done) when it was started or closed before.
+        the loop gave up or was closed) so that its ``set`` reaches the caller. With ``park``
+        (a shared timer), the reconnect loop runs without a thread of its own between passes
+        (:mod:`._parking`; the real clock only). False (and nothing done) when it was started
+        or closed before.
         """
         conn = self._connection
         conn._guard.check()
@@ -127,6 +132,8 @@ class NoWait:
             return False
         first_outcome.arm()
         conn._loop.first_outcome = first_outcome
+        if park is not None:
+            conn._loop.park(park)
         if seconds is not None:
             conn._dialer.limit(seconds)
         conn._dispatcher.start()
