@@ -336,11 +336,13 @@ class AsyncFailoverConnection:
         settled = functools.partial(_hand_over, self._bridge, confirmed)
 
         while True:
+            # Written at once when a session is up and the window has room (the usual case:
+            # one pass under the lock); else the check that arms the wake-up, or raises.
+            message = nowait.submit(destination, data, headers, message_id, settled)
+            if message is not None:
+                break
             if nowait.ready_or_arm(size):
-                message = nowait.submit(destination, data, headers, message_id, settled)
-                if message is not None:
-                    break
-                continue  # the state changed since the check: look again
+                continue  # the state changed since the attempt: try again
             at = budget.deadline(nowait.connected(), loop.time())
             if at is not None and loop.time() >= at:
                 reason = f"not connected ({self.state})" if not nowait.connected() else "no room"

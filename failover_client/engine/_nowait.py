@@ -185,10 +185,10 @@ class NoWait:
         """Write a confirmed send now, or None when it would have to wait (nothing written).
 
         ``settled(error)`` is called once with its outcome (None: confirmed), on the thread
-        that settles it. Call after :meth:`ready_or_arm` said yes; None means the state
-        changed in between. The send path's own steps, in its order: count, enter in the
-        outbox, write under the session's I/O lock (``Sender.submit``), with a
-        :class:`Handoff` for an outcome.
+        that settles it. None also when no session is up (closed, not started): ask
+        :meth:`ready_or_arm` then, which raises or arms. The send path's own steps, in its
+        order: count, enter in the outbox, write under the session's I/O lock
+        (``Sender.submit``), with a :class:`Handoff` for an outcome.
         """
         sender = self._sender
         if sender.observer is not None:
@@ -223,6 +223,10 @@ class NoWait:
     ) -> OutboundMessage | None:
         # An observed send (OpenTelemetry) ends its observation through a Future's callback:
         # the send path's own submit, refusing to wait.
+        with self._cond:
+            # Not even tried when it would wait: a refused try would be an observed failure.
+            if self._state.connected_slot() is None or not self._sender._outbox.has_room(len(body)):
+                return None
         try:
             message = self._sender.submit(
                 destination,
