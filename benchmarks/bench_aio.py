@@ -403,6 +403,9 @@ async def resources(cluster: Cluster, count: int) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with brokers(2, label="aio", full_jit=True, store="/dev/shm") as cluster:
         result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+        # First: resident memory grows by what the connections take, not shrinks by what the
+        # phases before freed.
+        result["resources"] = await resources(cluster, args.connections)
         result["throughput"] = await throughput(cluster, args.reps, args.awaited, args.piped)
         runs: dict[str, list[dict[str, float]]] = {"aio": [], "sync": []}
         failover_ticks = []
@@ -427,7 +430,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             }
         result["failover"] = failover
         result["deliveries"] = [await burst(cluster, args.burst) for _ in range(args.bursts)]
-        result["resources"] = await resources(cluster, args.connections)
     return result
 
 
