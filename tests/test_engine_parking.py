@@ -127,3 +127,19 @@ def test_a_wait_already_due_does_not_park() -> None:
     wake.set()
     parking.join()
     assert parking.done.is_set()
+
+
+def test_a_join_from_the_pass_s_own_thread_returns() -> None:
+    parking, loop, _, wake = _parking([None, None])
+    joined = threading.Event()
+
+    def join_inside() -> None:
+        if loop.passes == 2:
+            parking.join()  # a close from inside the loop: must not wait for itself
+            joined.set()
+
+    loop.before_yield = join_inside
+    parking.start()
+    assert loop.parked.acquire(timeout=WAIT)
+    wake.set()
+    assert joined.wait(WAIT)

@@ -149,7 +149,13 @@ class Parking:
         return True
 
     def join(self) -> None:
-        """Wait for the loop to end (after ``close()``: the stop wakes the parked loop)."""
+        """Wait for the loop to end (after ``close()``: the stop wakes the parked loop).
+
+        From a pass's own thread (a close from inside the loop) it returns at once: the pass
+        sees the stop when it looks next.
+        """
+        if self._thread is threading.current_thread():
+            return
         self.done.wait()  # ends: close() set stop and the wake event, whose pass sees it
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
