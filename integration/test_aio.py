@@ -1,5 +1,5 @@
-"""AsyncFailoverConnection against real brokers: kill, hang, priority return, cancellation,
-close with drain, over STOMP and AMQP 1.0 (ActiveMQ Classic and RabbitMQ).
+"""AsyncFailoverConnection against real brokers: kill, hang, priority return, rebalancing move,
+cancellation, close with drain, over STOMP and AMQP 1.0 (ActiveMQ Classic and RabbitMQ).
 
 An asyncio producer sends confirmed messages (``await conn.send``) and an asyncio consumer
 iterates a subscription while the broker in use is SIGKILLed or SIGSTOPped. Afterwards what the
@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
+from failover_client.policies import weighted_rendezvous_score
+from failover_client.uri import broker_key
 
-from failover_client import FailedOver, PriorityRestored, SendTimeout
+from failover_client import FailedOver, PriorityRestored, Rebalanced, SendTimeout
 from failover_client._events import Event
 from failover_client.aio import AsyncFailoverConnection, AsyncMessage
 from failover_client.testing.brokers import Cluster, ReceivedMessage
@@ -49,11 +52,16 @@ _opened: list[AsyncFailoverConnection] = []
 
 
 def _connection(
-    cluster: Cluster, endpoint: str, options: dict[str, Any], events: list[Event]
+    cluster: Cluster,
+    endpoint: str,
+    options: dict[str, Any],
+    events: list[Event],
+    client_id: str | None = None,
 ) -> AsyncFailoverConnection:
     conn = AsyncFailoverConnection(
         failover_uri(cluster, options, endpoint=endpoint),
         listeners=[events.append],
+        client_id=client_id,
         **credentials(cluster),
     )
     _opened.append(conn)
@@ -252,6 +260,107 @@ def test_the_priority_broker_is_regained_under_an_asyncio_producer(
     confirmed, before, restored = _run(scenario())
     assert restored.to_broker == preferred.uri()
     check_delivery(_drain(activemq_cluster, queue, "stomp"), confirmed, set(confirmed) - before)
+
+
+def _moved_by_a_join(cluster: Cluster) -> str:
+    """A client id whose rendezvous ranking is b2 first and b1 second: on b1 while b2 is down,
+    moved to b2 when it joins (chosen, not left to the hash, so the join moves this client)."""
+    keys = [broker_key(u.hostname or "", u.port or 0) for u in (urlsplit(b.uri()) for b in cluster)]
+    for n in range(10_000):  # ends: about one id in six ranks b2, b1 first
+        name = f"aio-mover-{n}"
+        ranked = sorted(keys, key=lambda k: weighted_rendezvous_score(name, k, 1.0), reverse=True)
+        if ranked[:2] == [keys[2], keys[1]]:
+            return name
+    raise AssertionError(f"no client id ranks {keys[2]} then {keys[1]} first")
+
+
+def test_a_join_moves_an_asyncio_producer_and_consumer_and_strands_nothing(
+    activemq_network: Cluster,
+) -> None:
+    """``rebalance=true`` on a network of brokers: b2 joins, the connection (a producer and a
+    consumer of one queue) moves from b1 to b2, draining b1 on the way out. Every confirmed
+    message is received, a message received twice carries its id both times, and b1 is left
+    holding nothing."""
+    b0, b1, b2 = activemq_network[0], activemq_network[1], activemq_network[2]
+    queue = queue_name(durable_queue(activemq_network))
+    destination = f"/queue/{queue}"
+    events: list[Event] = []
+    received: list[tuple[str, str | None]] = []
+    options = {
+        **FAST,
+        "rebalance": True,
+        "rebalanceDrainWindow": 200,
+        "consumer.drainOnMove": True,
+    }
+
+    async def consume(conn: AsyncFailoverConnection) -> None:
+        sub = await conn.subscribe(destination, ack="client-individual", prefetch=20)
+        async for message in sub:
+            received.append((message.body.decode(), message.message_id))
+            await message.ack()
+
+    async def scenario() -> tuple[list[str], set[str], Rebalanced]:
+        conn = _connection(
+            activemq_network, "stomp", options, events, client_id=_moved_by_a_join(activemq_network)
+        )
+        await conn.connect(timeout=SAFETY)
+        assert broker_at(activemq_network, conn.broker) is b1  # its home b2 is down
+        consumer = asyncio.create_task(consume(conn))
+        producer = _Producer(conn, destination)
+        task = asyncio.create_task(producer.run())
+        try:
+            await producer.until(50)
+            before = set(producer.confirmed)
+            mark = len(events)
+            await asyncio.to_thread(b2.start)
+            moved: Rebalanced = await _wait_for(events, Rebalanced, mark)
+            await producer.until(50)
+            assert broker_at(activemq_network, conn.broker) is b2
+            producer.stop = True
+            await task
+            # Every confirmed message arrives (what b1 held comes by its drain, or the
+            # network's bridge to the consumer on b2); a loss fails here on the deadline.
+            async with asyncio.timeout(SAFETY * 3):
+                while not set(producer.confirmed) <= {body for body, _ in received}:
+                    await asyncio.sleep(0.05)
+        finally:
+            producer.stop = True
+            consumer.cancel()
+            task.cancel()
+        await conn.close(drain=SAFETY)
+        return producer.confirmed, before, moved
+
+    b2.stop()  # the broker that joins
+    try:
+        confirmed, before, moved = _run(scenario())
+    finally:
+        if not b2.running():
+            b2.start()
+    assert broker_at(activemq_network, moved.from_broker) is b1
+    assert broker_at(activemq_network, moved.to_broker) is b2
+    assert before  # sends on both sides of the move
+    assert set(confirmed) - before
+    assert not [e for e in events if isinstance(e, FailedOver)]  # a planned move, no failure
+    ids: dict[str, set[str | None]] = {}
+    for body, message_id in received:
+        ids.setdefault(body, set()).add(message_id)
+    # A body seen twice came with the same id, and that id is the one it was sent with.
+    wrong = {b: i for b, i in ids.items() if i != {"id-" + b.removeprefix("m-")}}
+    assert not wrong, wrong
+    assert set(confirmed) <= set(ids)
+    left = {
+        name: broker.drain(destination, timeout=SAFETY, idle=1.0)
+        for name, broker in (("b0", b0), ("b1", b1), ("b2", b2))
+    }
+    duplicates = len(received) - len(ids)
+    print(
+        f"\njoin under asyncio: confirmed={len(confirmed)} received={len(ids)} "
+        f"duplicates={duplicates} left="
+        + " ".join(f"{name}={len(messages)}" for name, messages in left.items())
+    )
+    assert left["b1"] == [], f"{len(left['b1'])} message(s) stranded on the broker it left"
+    # Anything still elsewhere was received already (a copy, never a loss).
+    assert {m.text for messages in left.values() for m in messages} <= set(ids)
 
 
 @pytest.mark.parametrize("target", ["activemq-stomp", "rabbitmq-amqp"])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from aio_support import A, B, eventually, in_thread, make, our_threads, run
+from failover_client.uri import FailoverOptions
 
 import failover_client.aio
 from failover_client import (
@@ -16,7 +18,10 @@ from failover_client import (
     NotConnected,
     SendTimeout,
 )
+from failover_client._clock import SystemClock
 from failover_client._events import Closed, Connected, FailedOver
+from failover_client.aio import AsyncFailoverConnection
+from failover_client.testing import EventRecorder, FakeConnector
 
 
 def test_all_is_pinned() -> None:
@@ -340,5 +345,34 @@ def test_connect_after_close_raises_connection_closed() -> None:
         await rig.conn.close()
         with pytest.raises(ConnectionClosed):
             await rig.conn.connect()
+
+    run(scenario)
+
+
+def test_on_the_real_clock_the_reconnect_loop_has_no_thread_while_it_waits() -> None:
+    # The real clock (a virtual one keeps the loop's thread: it must see every waiter): the
+    # loop parks on the shared timer between passes, and a lost session still wakes it.
+    clock = SystemClock()
+    connector = FakeConnector(clock=clock)
+    events = EventRecorder()
+    options = FailoverOptions(randomize=False, reconnect_jitter=0.0, initial_reconnect_delay=0.0)
+    conn = AsyncFailoverConnection(
+        (A, B), options=options, connector=connector, clock=clock, listeners=[events]
+    )
+
+    def loop_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("failover-client-loop")]
+
+    async def scenario() -> None:
+        async with conn:
+            await eventually(lambda: not loop_threads())  # the first pass parked
+            connector.behave(A, "refuse")
+            connector.session(A).kill()
+            moved = await in_thread(lambda: events.wait_for(FailedOver))
+            assert moved.to_broker == "stomp://b:61613"
+            await conn.send("/queue/q", b"after")
+            assert [m.body for m in connector.session(B).sent] == [b"after"]
+            await eventually(lambda: not loop_threads())
+        assert not loop_threads()
 
     run(scenario)

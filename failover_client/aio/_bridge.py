@@ -46,6 +46,8 @@ class LoopBridge:
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run posts on ``loop`` from now on (what was posted before runs there too)."""
+        if self._loop is loop:
+            return  # every call after the first: no lock on the send path
         with self._lock:
             if self._loop is loop:
                 return

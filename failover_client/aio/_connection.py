@@ -3,11 +3,14 @@
 It drives a :class:`~failover_client.FailoverConnection` (the same engine: URIs, options,
 decisions, events, replay, priority backup, topology, rebalancing) through the engine's
 non-waiting entries (:mod:`failover_client.engine._nowait`): a call does its work at once or
-arms a wake-up and awaits it. The engine's threads (reconnect loop, dispatch, the adapter's
-I/O) hand confirmations, deliveries, state changes and events to the loop through one
-:class:`~failover_client.aio._bridge.LoopBridge` per connection: one ``call_soon_threadsafe``
-per burst, not per message. The asyncio layer adds no thread of its own; only :meth:`close`
-borrows a worker of the loop's default executor while the engine joins its threads.
+arms a wake-up and awaits it. The engine's threads (the adapter's I/O, dispatch while events
+are pending, the reconnect loop while a pass runs) hand confirmations, deliveries, state
+changes and events to the loop through one :class:`~failover_client.aio._bridge.LoopBridge`
+per connection: one ``call_soon_threadsafe`` per burst, not per message. On the real clock the
+reconnect loop parks on the process's shared timer between its passes
+(:mod:`failover_client.engine._parking`), so an idle connection keeps one thread: its
+adapter's reader. The asyncio layer adds no thread of its own; only :meth:`close` borrows a
+worker of the loop's default executor while the engine joins its threads.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from failover_client.engine._pool import AddressMap, PoolView
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._startup import bounded
 from failover_client.engine._topology import TopologySource, UriSourceFactory
+from failover_client.net._timer import timers_for
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["AsyncFailoverConnection"]
@@ -191,7 +195,10 @@ class AsyncFailoverConnection:
             first = Wakeup(
                 lambda: self._bridge.post(functools.partial(_resolve, started)), stays_set=True
             )
-            if not self._nowait.start(seconds, first):
+            # The reconnect loop parks on the process's shared timer between its passes: no
+            # thread of its own while it waits (see failover_client.engine._parking).
+            timers = timers_for(self._sync._clock)
+            if not self._nowait.start(seconds, first, park=timers.schedule):
                 started.set_result(None)  # closed before: startup_error() says so
         wait = bounded(seconds)
         try:
@@ -329,11 +336,13 @@ class AsyncFailoverConnection:
         settled = functools.partial(_hand_over, self._bridge, confirmed)
 
         while True:
+            # Written at once when a session is up and the window has room (the usual case:
+            # one pass under the lock); else the check that arms the wake-up, or raises.
+            message = nowait.submit(destination, data, headers, message_id, settled)
+            if message is not None:
+                break
             if nowait.ready_or_arm(size):
-                message = nowait.submit(destination, data, headers, message_id, settled)
-                if message is not None:
-                    break
-                continue  # the state changed since the check: look again
+                continue  # the state changed since the attempt: try again
             at = budget.deadline(nowait.connected(), loop.time())
             if at is not None and loop.time() >= at:
                 reason = f"not connected ({self.state})" if not nowait.connected() else "no room"

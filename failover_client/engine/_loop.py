@@ -14,15 +14,19 @@ looks again at once) or waits until its ``wake_at`` or a wake-up. The wait is ``
 the state's ``wake`` event, which a lost session, a topology change and ``close()`` set, and
 every connect carries a cancellation token that ``close()`` cancels (``Dialer.cancel``), so
 closing interrupts at once.
+
+The loop is written as a generator of its waits (:meth:`ReconnectLoop.steps`): its own thread
+waits through them, or, for an event-loop driver, :mod:`._parking` runs the passes on threads
+that end at each wait (:meth:`ReconnectLoop.park`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
-from failover_client._clock import Clock, running_on
+from failover_client._clock import Clock, ThreadAwareClock, running_on
 from failover_client._errors import AuthenticationFailed, ConnectionFailure, TLSFailure
 from failover_client._events import (
     Connected,
@@ -32,6 +36,7 @@ from failover_client._events import (
     PriorityRestored,
     Rebalanced,
 )
+from failover_client.engine._backoff import Backoff
 from failover_client.engine._canary import Canary
 from failover_client.engine._decide import (
     Arm,
@@ -50,7 +55,6 @@ from failover_client.engine._decide import (
     Refill,
     Settle,
     Stop,
-    Timer,
     TimerName,
     View,
     decide,
@@ -61,9 +65,9 @@ from failover_client.engine._dial import (
     DialOutcome,
     Interrupted,
     ScheduleLike,
-    ScheduleRunLike,
 )
 from failover_client.engine._leaving import Departures
+from failover_client.engine._parking import Parking, Schedule, Steps, WakeEvent
 from failover_client.engine._planner import Planner
 from failover_client.engine._slot import Slot
 from failover_client.engine._standby import refill_candidates
@@ -73,41 +77,6 @@ from failover_client.uri import BrokerAddress, FailoverOptions
 __all__ = ["ReconnectLoop"]
 
 _log = logging.getLogger("failover_client")
-
-_MIN_BACKGROUND_DELAY = 0.01
-"""Floor for probe/refill delays: an immediate retry would find the same broker still down."""
-
-
-class _Backoff:
-    """The timer of a background retry (probes, standby refill), on the schedule's delays.
-
-    Background work never gives up: when a run is exhausted a new one starts at the
-    schedule's maximum delay.
-    """
-
-    def __init__(self, schedule: ScheduleLike, max_delay: float) -> None:
-        self._schedule = schedule
-        self._max_delay = max_delay
-        self._run: ScheduleRunLike | None = None
-        self.timer = Timer()
-
-    def reset(self) -> None:
-        """The work is gone: the next one starts idle, with the schedule's first delay."""
-        self._run = None
-        self.timer = Timer()
-
-    def failed(self) -> None:
-        """A try failed: the next waits for the schedule's next delay (see :class:`Arm`)."""
-        self.timer = Timer(retry=True)
-
-    def arm(self, now: float) -> None:
-        if self._run is None:
-            self._run = self._schedule.start(startup=False)
-        delay = self._run.next_delay()
-        if delay is None:
-            self._run = self._schedule.start(startup=False)
-            delay = self._max_delay
-        self.timer = Timer(due=now + max(delay, _MIN_BACKGROUND_DELAY))
 
 
 class ReconnectLoop:
@@ -135,9 +104,9 @@ class ReconnectLoop:
         self._clock = clock
         self._options = options
         self._emit = emit
-        self._probe = _Backoff(schedule, options.max_reconnect_delay)
-        self._refill = _Backoff(schedule, options.max_reconnect_delay)
-        self._recover = _Backoff(schedule, options.max_reconnect_delay)
+        self._probe = Backoff(schedule, options.max_reconnect_delay)
+        self._refill = Backoff(schedule, options.max_reconnect_delay)
+        self._recover = Backoff(schedule, options.max_reconnect_delay)
         self._departures = Departures(
             state=state,
             open_session=dialer.open,
@@ -154,19 +123,38 @@ class ReconnectLoop:
         self.on_clock = threading.Event()
         """Set once the loop's thread runs on the clock (see :meth:`start`)."""
 
+        self._name = name
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._parking: Parking | None = None
 
     @property
-    def thread(self) -> threading.Thread:
-        return self._thread
+    def thread(self) -> threading.Thread | None:
+        return self._thread if self._parking is None else self._parking.thread
+
+    def park(self, schedule: Schedule) -> bool:
+        """Run without a thread of its own between passes (see :mod:`._parking`); call before
+        :meth:`start`. False (the loop keeps its thread) on a virtual clock."""
+        wake = self._state.wake
+        if isinstance(self._clock, ThreadAwareClock) or not isinstance(wake, WakeEvent):
+            return False
+        self._parking = Parking(self.steps(), wake, schedule, self._clock, self._name)
+        return True
 
     def start(self) -> None:
+        if self._parking is not None:
+            self.on_clock.set()  # the real clock: nothing to register with
+            self._parking.start()
+            return
         self._thread.start()
         # Until the loop runs on the clock, a virtual clock could jump past a caller's
         # connect(timeout=...) before the first attempt; the thread sets it first thing.
         self.on_clock.wait()  # ends at once: the thread sets it first thing
 
     def join(self) -> None:
+        if self._parking is not None:
+            if self.on_clock.is_set():  # started
+                self._parking.join()  # ends once stop is set and the dialer cancelled
+            return
         if self._thread.ident is not None and threading.current_thread() is not self._thread:
             self._thread.join()  # ends once stop is set and the dialer cancelled (close())
 
@@ -177,9 +165,11 @@ class ReconnectLoop:
         # time jump while the loop is still about to say how the start-up ended.
         with running_on(self._clock):
             self.on_clock.set()
-            self._run_on_clock()
+            for wake_at in self.steps():
+                self._wait(wake_at)
 
-    def _run_on_clock(self) -> None:
+    def steps(self) -> Steps:
+        """The loop, yielding each wait's ``wake_at`` (None: until a wake-up) to its driver."""
         startup = True
         previous: Slot | None = None
         lost_at = 0.0
@@ -190,13 +180,15 @@ class ReconnectLoop:
                 # schedule goes on instead of starting over at its first delay.
                 resume = previous is not None and previous.redirected
                 resume = resume and self._planner.bouncing()
-                outcome = self._standby() or self._reconnect(startup=startup, resume=resume)
+                outcome = self._standby() or (
+                    yield from self._reconnect(startup=startup, resume=resume)
+                )
                 if not self._state.install(outcome.slot):
                     continue
                 self._announce(outcome, previous, lost_at)
                 startup = False
                 self.first_outcome.set()
-                previous = self._serve(outcome.slot)
+                previous = yield from self._serve(outcome.slot)
                 lost_at = self._clock.monotonic()
                 self._departures.lost(previous)
                 self._dialer.lost(previous)
@@ -239,7 +231,9 @@ class ReconnectLoop:
         slot = self._state.take_standby()
         return None if slot is None else DialOutcome(slot, 0, 0.0)
 
-    def _reconnect(self, *, startup: bool, resume: bool) -> DialOutcome:
+    def _reconnect(
+        self, *, startup: bool, resume: bool
+    ) -> Generator[float | None, None, DialOutcome]:
         """Drive one reconnect run (:meth:`Dialer.attempts`) through the decisions."""
         run = self._dialer.attempts(startup=startup, resume=resume)
         try:
@@ -261,7 +255,7 @@ class ReconnectLoop:
                 if isinstance(step.action, Dial):
                     due = run.send(None)
                 else:
-                    self._wait(step.wake_at)
+                    yield step.wake_at
         except StopIteration as done:
             outcome: DialOutcome = done.value
             return outcome
@@ -284,7 +278,7 @@ class ReconnectLoop:
         if notice is not None:
             self._emit(notice)
 
-    def _serve(self, slot: Slot) -> Slot:
+    def _serve(self, slot: Slot) -> Generator[float | None, None, Slot]:
         """Watch ``slot`` until it is lost (returns the lost slot); background work meanwhile."""
         current = slot
         self._probe.reset()
@@ -294,7 +288,7 @@ class ReconnectLoop:
             step = decide(self._view(current, now), now)
             action = step.action
             if action is None:
-                self._wait(step.wake_at)
+                yield step.wake_at
             elif isinstance(action, Stop):
                 raise Interrupted
             elif isinstance(action, Reconnect):
@@ -369,7 +363,7 @@ class ReconnectLoop:
         else:
             canary.tick(current, now)
 
-    def _timer(self, name: TimerName) -> _Backoff:
+    def _timer(self, name: TimerName) -> Backoff:
         if name == "recover":
             return self._recover
         return self._probe if name == "probe" else self._refill

@@ -24,6 +24,7 @@ from failover_client._errors import SendTimeout
 from failover_client.engine._budget import PhasedBudget
 from failover_client.engine._latch import Latch
 from failover_client.engine._outbox import OutboundMessage
+from failover_client.engine._parking import Schedule
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._startup import startup_error
 from failover_client.engine._subscriptions import Message, Subscription
@@ -110,12 +111,16 @@ class NoWait:
 
     # --- start-up ----------------------------------------------------------------------------
 
-    def start(self, seconds: float | None, first_outcome: Wakeup) -> bool:
+    def start(
+        self, seconds: float | None, first_outcome: Wakeup, park: Schedule | None = None
+    ) -> bool:
         """What ``connect()`` does before it waits: start the loop and the sources.
 
         ``first_outcome`` replaces the loop's own event (set once the first session is up, or
-        the loop gave up or was closed) so that its ``set`` reaches the caller. False (and
-        nothing done) when it was started or closed before.
+        the loop gave up or was closed) so that its ``set`` reaches the caller. With ``park``
+        (a shared timer), the reconnect loop runs without a thread of its own between passes
+        (:mod:`._parking`; the real clock only). False (and nothing done) when it was started
+        or closed before.
         """
         conn = self._connection
         conn._guard.check()
@@ -127,6 +132,8 @@ class NoWait:
             return False
         first_outcome.arm()
         conn._loop.first_outcome = first_outcome
+        if park is not None:
+            conn._loop.park(park)
         if seconds is not None:
             conn._dialer.limit(seconds)
         conn._dispatcher.start()
@@ -178,10 +185,10 @@ class NoWait:
         """Write a confirmed send now, or None when it would have to wait (nothing written).
 
         ``settled(error)`` is called once with its outcome (None: confirmed), on the thread
-        that settles it. Call after :meth:`ready_or_arm` said yes; None means the state
-        changed in between. The send path's own steps, in its order: count, enter in the
-        outbox, write under the session's I/O lock (``Sender.submit``), with a
-        :class:`Handoff` for an outcome.
+        that settles it. None also when no session is up (closed, not started): ask
+        :meth:`ready_or_arm` then, which raises or arms. The send path's own steps, in its
+        order: count, enter in the outbox, write under the session's I/O lock
+        (``Sender.submit``), with a :class:`Handoff` for an outcome.
         """
         sender = self._sender
         if sender.observer is not None:
@@ -216,6 +223,10 @@ class NoWait:
     ) -> OutboundMessage | None:
         # An observed send (OpenTelemetry) ends its observation through a Future's callback:
         # the send path's own submit, refusing to wait.
+        with self._cond:
+            # Not even tried when it would wait: a refused try would be an observed failure.
+            if self._state.connected_slot() is None or not self._sender._outbox.has_room(len(body)):
+                return None
         try:
             message = self._sender.submit(
                 destination,

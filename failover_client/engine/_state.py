@@ -54,6 +54,7 @@ from failover_client._events import (
 from failover_client.adapter import Session
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._outbox import MessageIds
+from failover_client.engine._parking import WakeEvent
 from failover_client.engine._restore import SubscriptionKeeper
 from failover_client.engine._sender import Sender
 from failover_client.engine._slot import Slot
@@ -133,7 +134,7 @@ class ConnectionState:
         """Every broker's last error when the loop gave up."""
         self.stop = threading.Event()
         """Set by close(): interrupts every wait of the reconnect loop."""
-        self.wake = threading.Event()
+        self.wake = WakeEvent()
         """Wakes the reconnect loop when something it watches changed."""
         self.sender = Sender(
             options=options, clock=clock, cond=self.cond, lifecycle=self, message_ids=message_ids
