@@ -7,8 +7,10 @@ consumer's alone. The config names the client:
 * ``fc``: :class:`FailoverConnection` (STOMP or AMQP, by the URI), ``subscribe(...)`` with the
   ack mode asked (and ``prefetch`` when the library takes it);
 * ``stomp``: raw stomp.py 9, the handler run in ``on_message`` (stomp.py's receiver thread),
-  ``client-individual`` acks sent after the handler; ``prefetch`` > 0 adds the brokers'
-  prefetch headers (``activemq.prefetchSize``, ``prefetch-count``);
+  ``client-individual`` acks sent after the handler; ``client`` with ``ack_every`` n: one
+  cumulative ACK after every n-th message (the cadence our ``auto`` uses on the wire);
+  ``prefetch`` > 0 adds the brokers' prefetch headers (``activemq.prefetchSize``,
+  ``prefetch-count``);
 * ``proton``: raw python-qpid-proton; ``credit`` 0 is ``MessagingHandler()``'s default (a
   prefetch of 10, each delivery accepted when ``on_message`` returns), otherwise a receiver
   given ``credit`` up front, each delivery accepted after the handler, the credit topped up
@@ -163,12 +165,22 @@ class StompClient:
             timeout=10.0,
         )
         ack = cfg["ack"]
+        every = int(cfg.get("ack_every") or 0)
+        seen = [0]
 
         class Listener(stomp.ConnectionListener):  # type: ignore[misc]
             def on_message(self, frame: Any) -> None:
                 headers = frame.headers
                 acker = None
-                if ack != "auto":
+                if every:
+                    # Cumulative: one ACK stands for every earlier message of the subscription.
+                    seen[0] += 1
+                    if seen[0] % every == 0:
+
+                        def acker() -> None:
+                            conn.ack(headers["ack"])
+
+                elif ack != "auto":
 
                     def acker() -> None:
                         conn.ack(headers["ack"])

@@ -6,6 +6,7 @@
 * :class:`StompProducer` / :func:`amqp_produce` offer messages at a paced rate (or all at
   once), each carrying its number in ``bench-id``; the STOMP one ends with a receipt, so every
   message counted as sent is on the broker; the AMQP one counts acceptances;
+* :func:`cpu_seconds` reads a process's CPU time (the broker's, around a throughput run);
 * :func:`stomp_ids` / :func:`amqp_ids` drain a queue and return the ``bench-id`` of every
   message found (what was left on the broker).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
 import subprocess
 import sys
@@ -31,6 +33,19 @@ from failover_client.testing.brokers import Broker
 
 CHILD = Path(__file__).resolve().parent / "_consume_child.py"
 SAMPLE_EVERY = 0.5
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU time (user + system, every thread) ``pid`` has used, from ``/proc/<pid>/stat``;
+    None when there is no such process."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int | None:

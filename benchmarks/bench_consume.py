@@ -29,7 +29,11 @@ raw consumer after the measured one has gone, id by id.
    the same ack mode and prefetch, both in each repetition in alternating order, median of 3.
    Target >= 0.9x. Beside the rates, the consumer process's CPU time per message (all its
    threads, first message to last): on shared cores the rate swings with the neighbours' load,
-   the CPU a consumer spends per message much less.
+   the CPU a consumer spends per message much less; and the broker's (``/proc/<pid>/stat`` of
+   its process, from the consumer's start to its last message), which shows what the ack mode
+   costs the broker. Over STOMP our ``auto`` is also compared with raw stomp.py doing what it
+   does on the wire (``client`` mode, the prefetch, one cumulative ACK per half window). The
+   one-minute load average is recorded after every repetition.
 
 The machine's cores are shared: read the ratios and counts, not the absolute times.
 """
@@ -37,6 +41,7 @@ The machine's cores are shared: read the ratios and counts, not the absolute tim
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -139,27 +144,38 @@ def close_rows(results: list[dict[str, Any]]) -> list[list[object]]:
     return rows
 
 
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def measure_throughput(
     target: Target, count: int, reps: int, prefetch: int = PREFETCH
 ) -> list[dict[str, Any]]:
     out = []
     for ours, raw in throughput_pairs(target.protocol, prefetch):
-        rates: dict[str, list[float]] = {ours.label: [], raw.label: []}
-        cpus: dict[str, list[float]] = {ours.label: [], raw.label: []}
+        labels = (ours.label, raw.label)
+        rates: dict[str, list[float]] = {label: [] for label in labels}
+        cpus: dict[str, list[float]] = {label: [] for label in labels}
+        brokers: dict[str, list[float]] = {label: [] for label in labels}
         ratios = []
+        loads = []
         for rep in range(reps):
             order = (ours, raw) if rep % 2 == 0 else (raw, ours)
             runs = {case.label: run_throughput(target, case, count) for case in order}
-            got = {label: rate for label, (rate, _) in runs.items()}
-            for label, (rate, cpu) in runs.items():
-                if rate is not None:
-                    rates[label].append(rate)
-                if cpu is not None:
-                    cpus[label].append(cpu)
-            if got[ours.label] and got[raw.label]:
-                ratios.append(got[ours.label] / got[raw.label])  # type: ignore[operator]
-        med = {k: statistics.median(v) if v else None for k, v in rates.items()}
-        ratio = round(med[ours.label] / med[raw.label], 3) if all(med.values()) else None
+            loads.append(os.getloadavg()[0])
+            for label, run in runs.items():
+                for values, value in (
+                    (rates, run.rate),
+                    (cpus, run.cpu_us),
+                    (brokers, run.broker_cpu_us),
+                ):
+                    if value is not None:
+                        values[label].append(value)
+            mine, theirs = runs[ours.label].rate, runs[raw.label].rate
+            if mine and theirs:
+                ratios.append(mine / theirs)
+        med = {k: _median(v) for k, v in rates.items()}
+        ratio = round(med[ours.label] / med[raw.label], 3) if all(med.values()) else None  # type: ignore[operator]
         out.append(
             {
                 "target": target.name,
@@ -171,12 +187,12 @@ def measure_throughput(
                 "ratio_of_medians": ratio,
                 "median_paired_ratio": round(statistics.median(ratios), 3) if ratios else None,
                 "cpu_us_per_message": cpus,
-                "median_cpu_us_ours": statistics.median(cpus[ours.label])
-                if cpus[ours.label]
-                else None,
-                "median_cpu_us_raw": statistics.median(cpus[raw.label])
-                if cpus[raw.label]
-                else None,
+                "median_cpu_us_ours": _median(cpus[ours.label]),
+                "median_cpu_us_raw": _median(cpus[raw.label]),
+                "broker_cpu_us_per_message": brokers,
+                "median_broker_cpu_us_ours": _median(brokers[ours.label]),
+                "median_broker_cpu_us_raw": _median(brokers[raw.label]),
+                "load_average_1min": loads,
                 "met": None if ratio is None else ratio >= THROUGHPUT_TARGET,
             }
         )
@@ -203,6 +219,9 @@ def throughput_rows(results: list[dict[str, Any]]) -> list[list[object]]:
             "pass" if r["met"] else "FAIL",
             _cpu(r.get("median_cpu_us_ours")),
             _cpu(r.get("median_cpu_us_raw")),
+            _cpu(r.get("median_broker_cpu_us_ours")),
+            _cpu(r.get("median_broker_cpu_us_raw")),
+            _cpu(_median(r.get("load_average_1min") or [])),
         ]
         for r in results
     ]
@@ -324,6 +343,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "result",
                 "CPU us/msg ours",
                 "CPU us/msg raw",
+                "broker CPU us/msg (ours)",
+                "broker CPU us/msg (raw)",
+                "load average",
             ],
             throughput_rows(throughput),
         )
