@@ -7,11 +7,12 @@ sleeps): the waiter is inside its wait, or has not looked yet, when the settler 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, as_completed, wait
 
 import pytest
 
-from failover_client.engine._future import SendFuture
+from failover_client.engine._future import SendFuture, confirm_outcomes
 
 SAFETY_TIMEOUT = 10.0
 
@@ -145,3 +146,47 @@ def test_many_racing_waiters_and_settlers_lose_no_wake_up() -> None:
         for thread in threads:
             thread.join(SAFETY_TIMEOUT)
         assert results == [None]
+
+
+def test_confirm_outcomes_sets_every_kind_of_outcome_and_returns_the_first_error() -> None:
+    quiet, watched, plain = SendFuture(), SendFuture(), Future[None]()
+    plain.set_running_or_notify_cancel()
+    seen: list[str] = []
+    watched.add_done_callback(lambda _: seen.append("watched"))  # builds its condition
+
+    settled_twice = SendFuture()
+    settled_twice.set_result(None)
+    error = confirm_outcomes([quiet, None, watched, plain, settled_twice])
+    assert isinstance(error, InvalidStateError)  # the one already set; the others still are
+    assert quiet.done()
+    assert quiet._built is None  # nobody looked: no condition was built for it
+    assert quiet.result(0) is None
+    assert watched.result(0) is None
+    assert seen == ["watched"]
+    assert plain.result(0) is None
+
+
+def test_a_waiter_that_builds_the_condition_during_confirm_outcomes_is_answered() -> None:
+    future = SendFuture()
+    answered = threading.Event()
+
+    def wait() -> None:
+        future.result(SAFETY_TIMEOUT)
+        answered.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    # The waiter is inside result() (its condition exists) before the outcome is set.
+    assert _wait_until(lambda: future._built is not None and bool(future._built._waiters))
+    assert confirm_outcomes([future]) is None
+    assert answered.wait(SAFETY_TIMEOUT)
+    waiter.join(SAFETY_TIMEOUT)
+
+
+def _wait_until(predicate: Callable[[], bool]) -> bool:
+    ready = threading.Event()
+    for _ in range(10_000):  # bounded: the waiter gets there within a few switches
+        if predicate():
+            return True
+        ready.wait(0.001)
+    return False

@@ -25,6 +25,7 @@ from failover_client import (
 from failover_client.net._writer import FrameWriter
 from failover_client.stomp import _receipts
 from failover_client.stomp._batch import GroupCommit, PendingSend, batching_supported
+from failover_client.stomp._encode import header_block
 from tests.test_stomp_adapter_session import (
     REAL_NONCE,
     Harness,
@@ -53,9 +54,8 @@ def frames(data: bytes) -> list[tuple[str, dict[str, str], bytes]]:
 
 
 def send(n: int, *, alone: bool = False) -> PendingSend:
-    return PendingSend(
-        f"fc-{n}", {"destination": "/queue/q", "persistent": "true"}, b"m%d" % n, alone
-    )
+    head = header_block({"destination": "/queue/q", "persistent": "true"}, "1.2")
+    return PendingSend(f"fc-{n}", head, b"m%d" % n, alone)
 
 
 def shape(data: bytes) -> list[str]:

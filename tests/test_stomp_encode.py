@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from stomp.protocol import Protocol11, Protocol12
 from stomp.utils import convert_frame, pack
 
-from failover_client.stomp._encode import encode_frame, escape_headers
+from failover_client.stomp._encode import encode_frame, escape_headers, header_block
+from failover_client.stomp._frames import send_block, send_headers
 
 
 class _Capture:
@@ -98,3 +99,50 @@ def test_headers_passed_in_are_not_changed() -> None:
 
 def test_an_empty_body_has_no_body_bytes() -> None:
     assert encode_frame("ACK", {"id": "7"}, b"") == b"ACK\nid:7\n\n\x00"
+
+
+def _parsed(block: bytes) -> dict[str, str]:
+    """The header block's lines as name -> value (first wins, as STOMP 1.2 says)."""
+    assert block.endswith(b"\n\n")
+    parsed: dict[str, str] = {}
+    for line in block[:-2].decode("utf-8").split("\n"):
+        name, _, value = line.partition(":")
+        parsed.setdefault(name, value)
+    return parsed
+
+
+@given(
+    version=st.sampled_from(["1.1", "1.2"]),
+    headers=st.dictionaries(
+        st.one_of(_names, st.sampled_from(["persistent", "transaction", "receipt", "priority"])),
+        _values,
+        max_size=5,
+    ),
+    body_length=st.sampled_from([0, 7, 128]),
+    destination=st.sampled_from(["/queue/q", "/queue/a:b", "/topic/t\\x"]),
+)
+def test_a_group_committed_sends_header_block_says_what_send_headers_says(
+    version: str, headers: dict[str, str], body_length: int, destination: str
+) -> None:
+    # The fast path (names seen before, plain values) and the general one give the same
+    # headers: those of send_headers without receipt and transaction, escaped like stomp.py.
+    for _ in range(2):  # the second time every name is known: the fast path when it can
+        block = send_block(destination, headers, body_length=body_length, version=version)
+        expected = send_headers(destination, headers, None, body_length=body_length)
+        expected.pop("transaction", None)
+        escaped = escape_headers(expected, version)
+        # Text is UTF-8 with unencodable characters (lone surrogates) replaced, as stomp.py does.
+        assert _parsed(block) == {
+            name.encode("utf-8", "replace").decode(): value.encode("utf-8", "replace").decode()
+            for name, value in escaped.items()
+        }
+
+
+def test_a_header_block_has_every_header_once_and_ends_with_the_blank_line() -> None:
+    block = send_block("/queue/q", {"k": "v"}, body_length=3, version="1.2")
+    block = send_block("/queue/q", {"k": "v"}, body_length=3, version="1.2")
+    assert sorted(block.split(b"\n")) == sorted(
+        [b"persistent:true", b"k:v", b"content-length:3", b"destination:/queue/q", b"", b""]
+    )
+    assert header_block({}, "1.2") == b"\n"
+    assert header_block({"a": "x:y"}, "1.1") == b"a:x\\cy\n\n"

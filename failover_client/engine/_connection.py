@@ -404,15 +404,10 @@ class FailoverConnection(Consuming, Observing):
         """
         self._guard.check()
         data = check_send(destination, body, headers, message_id)
-        message = self._sender.submit(
-            destination,
-            data,
-            headers,
-            message_id=message_id,
-            kind="confirmed",
-            deadline=self._sender.deadline(timeout),
+        sender = self._sender
+        message = sender.submit_async(
+            destination, data, headers, message_id, sender.deadline(timeout)
         )
-        assert message is not None
         assert isinstance(message.future, Future)  # confirmed and not blocking: a future
         return message.future
 

@@ -23,11 +23,13 @@ Set once: the outbox hands each message to exactly one settler (``Outbox.settle`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import FINISHED, RUNNING
 
-__all__ = ["SendFuture"]
+from failover_client.engine._latch import Latch
+
+__all__ = ["SendFuture", "confirm_outcomes"]
 
 _BUILD = threading.Lock()
 """Makes two first users of one future agree on its condition (taken once per future at most)."""
@@ -82,9 +84,14 @@ class SendFuture(Future[None]):
         self._result = result
         self._exception = exception
         self._state = FINISHED  # before looking for a condition again (see the module)
+        if self._built is not None:
+            self._wake(exception)
+        # else nobody waits, and nobody added a callback: they will see it done
+
+    def _wake(self, exception: BaseException | None) -> None:
+        """The waiters and callbacks of a future just finished without its condition."""
         built = self._built
-        if built is None:
-            return  # nobody waits, and nobody added a callback: they will see it done
+        assert built is not None
         with built:
             for waiter in self._waiters:
                 if exception is None:
@@ -93,3 +100,32 @@ class SendFuture(Future[None]):
                     waiter.add_exception(self)
             built.notify_all()
         self._invoke_callbacks()  # type: ignore[attr-defined]  # the base class's, untyped
+
+
+def confirm_outcomes(outcomes: Iterable[Future[None] | Latch | None]) -> BaseException | None:
+    """Set every outcome of a confirmed transaction to success, in one pass.
+
+    A :class:`SendFuture` nobody looked at (the usual case: the application flushes) only
+    has its state changed, with no call; the others go through ``set_result``. Every outcome
+    is set even when one raises (a callback of a plain future); the first error is returned.
+    """
+    failure: BaseException | None = None
+    for outcome in outcomes:
+        if outcome is None:
+            continue
+        if type(outcome) is SendFuture and outcome._built is None and outcome._state is RUNNING:
+            # _result and _exception are None since __init__: the state alone says "done".
+            outcome._state = FINISHED  # before looking for a condition again (see the module)
+            if outcome._built is None:
+                continue
+            # Another thread built the condition meanwhile (mypy cannot see that it may).
+            try:  # type: ignore[unreachable]
+                outcome._wake(None)
+            except Exception as exc:  # noqa: BLE001 - the others are still set; returned
+                failure = failure or exc
+            continue
+        try:
+            outcome.set_result(None)
+        except Exception as exc:  # noqa: BLE001 - the others are still set; returned
+            failure = failure or exc
+    return failure

@@ -25,7 +25,7 @@ connection state's lock.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -103,9 +103,8 @@ class Outbox:
         self._confirmed_bytes = 0
         self._tracked_bytes = 0
 
-    def new(
+    def new(  # noqa: PLR0917 - positional on the send path: keywords cost every send more
         self,
-        *,
         message_id: str,
         destination: str,
         body: bytes,
@@ -114,14 +113,9 @@ class Outbox:
         future: Future[None] | Latch | None = None,
     ) -> OutboundMessage:
         """A message not yet in the outbox (it enters with :meth:`add`)."""
+        # Positional: keyword arguments cost a send a tenth of a microsecond more here.
         return OutboundMessage(
-            seq=next(self._seq),
-            message_id=message_id,
-            destination=destination,
-            body=body,
-            headers=headers,
-            kind=kind,
-            future=future,
+            next(self._seq), message_id, destination, body, headers, kind, future
         )
 
     # --- the window ------------------------------------------------------------------------
@@ -152,15 +146,15 @@ class Outbox:
             f"(maxCacheSize={self._max_bytes} bounds the bytes in flight)"
         )
 
-    def add(self, message: OutboundMessage, session: object) -> list[OutboundMessage]:
+    def add(self, message: OutboundMessage, session: object) -> Sequence[OutboundMessage]:
         """Record ``message`` as written to ``session``; returns tracked messages evicted."""
         message.session = session
         message.writes += 1
         self._pending[message.seq] = message
         if message.kind == "confirmed":
             self._confirmed_count += 1
-            self._confirmed_bytes += message.size
-            return []
+            self._confirmed_bytes += len(message.body)
+            return ()  # a confirmed send evicts nothing (and allocates no list for it)
         self._tracked_bytes += message.size
         evicted = []
         for seq, old in list(self._pending.items()):
@@ -180,6 +174,23 @@ class Outbox:
             return False
         self._forget(message)
         return True
+
+    def settle_all(self, messages: Iterable[OutboundMessage]) -> list[OutboundMessage]:
+        """:meth:`settle` for many at once (one COMMIT's sends): those that were pending."""
+        pop = self._pending.pop
+        settled = [message for message in messages if pop(message.seq, None) is not None]
+        count = confirmed_bytes = tracked_bytes = 0
+        for message in settled:
+            message.done = True
+            if message.kind == "confirmed":
+                count += 1
+                confirmed_bytes += len(message.body)
+            else:
+                tracked_bytes += len(message.body)
+        self._confirmed_count -= count
+        self._confirmed_bytes -= confirmed_bytes
+        self._tracked_bytes -= tracked_bytes
+        return settled
 
     def _forget(self, message: OutboundMessage) -> None:
         message.done = True

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from failover_client._errors import BrokerRefused, ConnectionFailure
+from failover_client.engine._future import confirm_outcomes
 from failover_client.engine._outbox import OutboundMessage, Outbox
 from failover_client.engine._slot import Slot
 from failover_client.engine._sync import ClockCondition
@@ -83,25 +84,18 @@ class Settling:
                 message.future.set_exception(error)
 
     def _together(self, confirmations: Sequence[Confirmation]) -> None:
-        """Every one of ``confirmations`` was confirmed (each as if called with None)."""
-        settled: list[OutboundMessage] = []
-        outbox = self._outbox
+        """Every one of ``confirmations`` was confirmed (each as if called with None).
+
+        One pass: the outbox entries under one lock, one wake-up, then the outcomes set
+        without a call each (``confirm_outcomes``).
+        """
+        messages = [confirmation.message for confirmation in confirmations]
         with self._cond:
-            for confirmation in confirmations:
-                message = confirmation.message
-                if outbox.settle(message):
-                    settled.append(message)
+            settled = self._outbox.settle_all(messages)
             if not settled:
                 return
             self._counters.confirmed += len(settled)
             self._cond.notify_all()
-        failure: BaseException | None = None
-        for message in settled:
-            if message.future is None:
-                continue
-            try:
-                message.future.set_result(None)
-            except Exception as exc:  # noqa: BLE001 - the others are still set; raised below
-                failure = failure or exc
+        failure = confirm_outcomes([message.future for message in settled])
         if failure is not None:
             raise failure

@@ -61,6 +61,17 @@ def confirm_all(
     other callback is called with None. Errors are isolated as in :func:`run_all`.
     """
     start, count = 0, len(callbacks)
+    if count:
+        # The common case, one connection's sends: all share one confirm_together.
+        together = getattr(callbacks[0], "confirm_together", None)
+        if together is not None and all(
+            getattr(callback, "confirm_together", None) is together for callback in callbacks
+        ):
+            try:
+                together(callbacks)
+            except Exception as exc:  # noqa: BLE001 - reported by on_error, as below
+                on_error(exc)
+            return
     while start < count:
         together = getattr(callbacks[start], "confirm_together", None)
         end = start + 1

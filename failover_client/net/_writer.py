@@ -237,7 +237,7 @@ class FrameWriter:
                 )
             if not write_here:
                 self._chunks.append(data)
-                self._size += _size(data)
+                self._size += len(data) if isinstance(data, bytes) else data.nbytes
                 if self._idle:
                     # Only an idle writer waits on the condition (or there is none yet); a
                     # busy one looks again when its write returns, so the hot path skips this.

@@ -65,8 +65,9 @@ __all__ = [
 DEFAULT_MAX_BATCH = 500
 """Sends per transaction at most: bounds what one refused COMMIT sends again one by one."""
 
-_FRAME_OVERHEAD = 160
-"""About the bytes of a SEND's command and headers, for the writer's buffer accounting."""
+_FRAME_OVERHEAD = 48
+"""About the bytes a SEND's frame adds to its header lines and body (command, the
+``transaction`` or ``receipt`` line, NUL), for the writer's buffer accounting."""
 
 _ACTIVEMQ_CLASSIC = re.compile(r"ActiveMQ/(\d+)\.(\d+)")
 _FIRST_SAFE_CLASSIC = (5, 14)  # rollbackOnlyOnAsyncException arrived in 5.14.0
@@ -99,21 +100,29 @@ def batching_supported(mode: ConfirmMode, connected_headers: Mapping[str, str]) 
     return (int(match.group(1)), int(match.group(2))) >= _FIRST_SAFE_CLASSIC
 
 
-@dataclass(eq=False, slots=True)
 class PendingSend:
-    """One confirmed SEND queued for the writer; encoded when it is written."""
+    """One confirmed SEND queued for the writer, its headers already encoded.
 
-    receipt: str
-    """Its own id in the session's receipt book (confirmation is always counted per send)."""
-    headers: Mapping[str, str]
-    """Escaped SEND headers without ``receipt`` and ``transaction``."""
-    body: bytes
-    alone: bool = False
-    """Write it outside any transaction, with its own receipt (a retry after doubt)."""
+    ``head`` is the SEND's header lines without ``receipt`` and ``transaction``, values
+    escaped, followed by the blank line that ends a frame's headers
+    (``_encode.header_block``): the writer puts the frame together around it with the
+    ``transaction`` or ``receipt`` line it chooses, and encodes nothing per send.
+    """
 
-    @property
-    def nbytes(self) -> int:
-        return len(self.body) + _FRAME_OVERHEAD
+    __slots__ = ("alone", "body", "head", "nbytes", "receipt")
+
+    def __init__(self, receipt: str, head: bytes, body: bytes, alone: bool = False) -> None:
+        self.receipt = receipt
+        """Its own id in the session's receipt book (confirmation is always counted per send)."""
+        self.head = head
+        self.body = body
+        self.alone = alone
+        """Write it outside any transaction, with its own receipt (a retry after doubt)."""
+        self.nbytes = len(head) + len(body) + _FRAME_OVERHEAD
+        """About the bytes of its frame, for the writer's buffer accounting."""
+
+    def __repr__(self) -> str:
+        return f"PendingSend({self.receipt!r}, {len(self.body)} bytes, alone={self.alone})"
 
 
 @dataclass(eq=False)
@@ -192,7 +201,8 @@ class GroupCommit:
 
     def _alone(self, send: PendingSend, written: Written) -> bytes:
         written(send.receipt)
-        return self._encode("SEND", {**send.headers, "receipt": send.receipt}, send.body)
+        receipt = send.receipt.encode()
+        return b"".join((b"SEND\nreceipt:", receipt, b"\n", send.head, send.body, b"\0"))
 
     def _flush(self, run: list[PendingSend], out: list[bytes], written: Written) -> None:
         if not run:
@@ -205,7 +215,10 @@ class GroupCommit:
         commit = f"{self._prefix}{number}"
         encode = self._encode
         out.append(encode("BEGIN", {"transaction": tx}, b""))
-        out.extend(encode("SEND", {**s.headers, "transaction": tx}, s.body) for s in run)
+        # Each SEND is its encoded head behind the one line that names the transaction.
+        start = b"SEND\ntransaction:" + tx.encode() + b"\n"
+        for send in run:
+            out += (start, send.head, send.body, b"\0")
         out.append(encode("COMMIT", {"transaction": tx, "receipt": commit}, b""))
         with self._lock:
             self._open[commit] = Batch(commit, tuple(run))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from failover_client._errors import ConfigurationError, ProtocolViolation
 from failover_client.adapter import Received, SubscriptionSpec
+from failover_client.stomp._encode import header_block
 from failover_client.stomp._flow import BrokerKind, prefetch_headers
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "check_handshake_bytes",
     "connect_headers",
     "received_from_frame",
+    "send_block",
     "send_headers",
     "subscribe_headers",
     "unsubscribe_headers",
@@ -155,6 +157,46 @@ def send_headers(
     else:
         result.pop("receipt", None)
     return result
+
+
+_OURS = frozenset({"content-length", "destination", "receipt", "transaction"})
+"""SEND headers the adapter sets itself (a caller's are replaced or dropped)."""
+
+
+def send_block(
+    destination: str, headers: Mapping[str, str], *, body_length: int, version: str
+) -> bytes:
+    """The encoded header block of a group-committed SEND (``_batch``): the headers of
+    :func:`send_headers` without ``receipt`` and ``transaction`` (the writer adds the one it
+    chooses; a caller's ``transaction`` would split the session's batch), values escaped for
+    ``version``, then the blank line.
+
+    The usual send (names seen before, plain values, none of the headers the adapter sets)
+    is checked and encoded in a few passes in C; any other goes the general way, with the
+    same checks and errors as :func:`send_headers`.
+    """
+    check_destination(destination, "SEND")
+    if _GOOD_NAMES.issuperset(headers) and _OURS.isdisjoint(headers):
+        try:
+            scanned = "".join(headers.values()) + destination
+        except TypeError:  # a value that is no str: the general way names it
+            scanned = "\0"
+        if (  # nothing to refuse (NUL) or to escape
+            "\0" not in scanned
+            and ":" not in scanned
+            and "\\" not in scanned
+            and "\n" not in scanned
+            and "\r" not in scanned
+        ):
+            lines = "\n".join(map(":".join, headers.items()))
+            if "persistent" not in headers:
+                lines = "persistent:true\n" + lines if lines else "persistent:true"
+            length = f"content-length:{body_length}\n" if body_length else ""
+            text = f"{lines}\n{length}destination:{destination}\n\n"
+            return text.encode("utf-8", "replace")
+    frame = send_headers(destination, headers, None, body_length=body_length)
+    frame.pop("transaction", None)
+    return header_block(frame, version)
 
 
 def subscribe_headers(

@@ -277,7 +277,7 @@ class FrameEvents:
             self._outbound.resend_alone(sends)
             return
         state = self._state
-        callbacks = state.receipts.committed_all(send.receipt for send in sends)
+        callbacks = state.receipts.committed_all([send.receipt for send in sends])
         confirm_all(callbacks, state.report)
 
 

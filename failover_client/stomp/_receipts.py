@@ -142,16 +142,14 @@ class ReceiptBook:
     def committed_all(self, receipts: Iterable[str]) -> list[ConfirmCallback]:
         """A COMMIT's receipt confirmed the sends of ``receipts``: their callbacks, in order,
         taken out of the book in one pass (those already answered or failed are skipped)."""
-        callbacks: list[ConfirmCallback] = []
+        receipts = receipts if isinstance(receipts, list | tuple) else list(receipts)
+        pop = self._waiting.pop
         with self._lock:
-            held = self._held
-            pop = self._waiting.pop
-            for receipt in receipts:
-                held.discard(receipt)
-                callback = pop(receipt, None)
-                if callback is not None:
-                    callbacks.append(callback)
-        return callbacks
+            # Two passes in C (a set difference, a comprehension over dict.pop) rather than
+            # three Python calls per send: a COMMIT confirms hundreds of them.
+            self._held.difference_update(receipts)
+            found = [pop(receipt, None) for receipt in receipts]
+        return [callback for callback in found if callback is not None]
 
     def reject(self, receipt: str, error: BaseException) -> Completion | None:
         """An ERROR named ``receipt``: the broker refused the frame carrying it.

@@ -34,12 +34,12 @@ from failover_client.adapter import (
 )
 from failover_client.stomp import _teardown
 from failover_client.stomp._batch import PendingSend
-from failover_client.stomp._encode import escape_headers
 from failover_client.stomp._errors import NamedRefusal
 from failover_client.stomp._flow import release_command
 from failover_client.stomp._frames import (
     ack_headers,
     private_destination,
+    send_block,
     send_headers,
     subscribe_headers,
     unsubscribe_headers,
@@ -195,30 +195,50 @@ class StompSession:
         :class:`ConfigurationError` (before writing anything) for a header name with ``:``,
         a line break or NUL, or a NUL in a value.
         """
-        frame_headers = send_headers(destination, headers, None, body_length=len(body))
-        if on_confirm is None:
-            self._outbound.write("SEND", frame_headers, body)
-            return
         state = self._state
         group = state.group
+        if on_confirm is None or group is None:
+            self._send_frame(destination, body, headers, on_confirm)
+            return
+        # Group commit: encoded here, written in a transaction by the writer (``_batch``).
+        head = send_block(destination, headers, body_length=len(body), version=state.version)
         # A batched send's own id reaches the wire only if it is written alone: held till then.
-        receipt = (state.receipts.add if group is None else state.receipts.hold)(on_confirm)
+        receipt = state.receipts.hold(on_confirm)
         if receipt is None:
             raise state.dead_error()
         try:
-            if group is not None:
-                escaped = escape_headers(frame_headers, state.version)
-                self._outbound.queue(PendingSend(receipt, escaped, body))
-            else:
-                frame_headers["receipt"] = receipt
-                # The only send awaiting its receipt: maybe a blocking ``send``; see _outbound.
-                alone = state.receipts.outstanding <= 1
-                self._outbound.write("SEND", frame_headers, body, urgent=alone)
+            self._outbound.queue(PendingSend(receipt, head, body))
         except BrokerUnavailable:
             if state.receipts.discard(receipt):
                 raise
             # The loss already failed this confirmation through on_confirm: reporting it a
             # second time, by raising, would make the caller count one message twice.
+
+    def _send_frame(
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        on_confirm: ConfirmCallback | None,
+    ) -> None:
+        """A SEND written as one frame: unconfirmed, or with its own receipt."""
+        frame_headers = send_headers(destination, headers, None, body_length=len(body))
+        if on_confirm is None:
+            self._outbound.write("SEND", frame_headers, body)
+            return
+        state = self._state
+        receipt = state.receipts.add(on_confirm)
+        if receipt is None:
+            raise state.dead_error()
+        try:
+            frame_headers["receipt"] = receipt
+            # The only send awaiting its receipt: maybe a blocking ``send``; see _outbound.
+            alone = state.receipts.outstanding <= 1
+            self._outbound.write("SEND", frame_headers, body, urgent=alone)
+        except BrokerUnavailable:
+            if state.receipts.discard(receipt):
+                raise
+            # As in send(): the loss already failed this confirmation through on_confirm.
 
     def subscribe(self, spec: SubscriptionSpec, on_confirm: ConfirmCallback | None) -> None:
         """SUBSCRIBE with the spec's ack mode, durable name, prefetch and extra headers.
