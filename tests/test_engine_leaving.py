@@ -250,14 +250,53 @@ def test_a_broker_left_by_a_failure_is_drained_once_it_answers() -> None:
         assert rig.clock.wait_for_waiters(1, timed=True)
         rig.connector.behave(A, "accept")
         rig.clock.advance(rig.clock.deadlines()[0] - rig.clock.monotonic())
-        started = rig.events.wait_for(DrainStarted)
+        # (c, a member the connection did not start on, is drained too: see the next test.)
+        started = _of(rig, DrainStarted, "stomp://a:61613")
         assert started == DrainStarted("stomp://a:61613", ("s1",), "recovered")
         drain = [s for s in rig.connector.sessions if s.address == A][-1]
         assert dict(drain.subscriptions["s1"].headers)["activemq.priority"] == DRAIN_PRIORITY
         assert rig.conn.broker == "stomp://b:61613"
         rig.clock.advance(1.0)
-        assert rig.events.wait_for(DrainFinished).complete
+        assert _of(rig, DrainFinished, "stomp://a:61613").complete
         assert drain.closed
+
+
+def _of(rig: Rig, kind: type[Any], broker: str) -> Any:
+    """The first event of ``kind`` about ``broker`` (waiting for it)."""
+    for count in range(1, 10):
+        event = rig.events.wait_for(kind, count)
+        if event.broker == broker:
+            return event
+    raise AssertionError(f"no {kind.__name__} for {broker}: {rig.events.events}")
+
+
+def test_a_new_connection_drains_the_members_it_did_not_start_on() -> None:
+    # An earlier process of the application may have left messages on b and c (killed while
+    # it drained them, or before it came back for them): a new connection takes them.
+    rig = make((A, B, C), autojump=False, priority_backup=True, drain_quiet=1.0)
+    got: list[bytes] = []
+    handled = threading.Event()
+
+    def handler(message: Message) -> None:
+        got.append(message.body)
+        handled.set()
+
+    rig.conn.subscribe("/queue/in", handler, id="s1", ack="auto")
+    with running(rig):
+        assert rig.conn.broker == "stomp://a:61613"
+        assert not rig.events.of_type(DrainStarted)
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(rig.clock.deadlines()[0] - rig.clock.monotonic())
+        for broker in ("stomp://b:61613", "stomp://c:61613"):
+            assert _of(rig, DrainStarted, broker).reason == "recovered"
+        drain = [s for s in rig.connector.sessions if s.address == B][-1]
+        drain.deliver("s1", b"left on b")
+        assert handled.wait(5)  # the dispatch thread runs the handler
+        assert got == [b"left on b"]
+        assert rig.conn.broker == "stomp://a:61613"
+        rig.clock.advance(1.0)
+        assert _of(rig, DrainFinished, "stomp://b:61613").delivered == 1
+        assert _of(rig, DrainFinished, "stomp://c:61613").delivered == 0
 
 
 def test_handing_back_without_an_adapter_release_writes_nothing() -> None:

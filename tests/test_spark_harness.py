@@ -15,6 +15,7 @@ from failover_client.testing.spark import (
     SparkSessions,
     StandaloneCluster,
     _faults,
+    executor_pids,
     session_conf,
     spark_environment,
     spark_home,
@@ -52,6 +53,24 @@ def test_a_cluster_takes_its_ports_and_describes_its_sessions(tmp_path: Path) ->
 def test_a_cluster_needs_a_worker(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         StandaloneCluster(tmp_path, workers=0)
+
+
+def _process(proc: Path, pid: int, *argv: str) -> None:
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_executors_are_found_by_their_application_only(tmp_path: Path) -> None:
+    backend = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+    _process(tmp_path, 41, "java", "-cp", "x", backend, "--app-id", "app-1", "--cores", "1")
+    _process(tmp_path, 7, "java", backend, "--executor-id", "1", "--app-id", "app-1")
+    _process(tmp_path, 52, "java", backend, "--app-id", "app-10")  # another application
+    _process(tmp_path, 60, "python", "-c", "--app-id app-1")  # not an executor
+    _process(tmp_path, 61, "java", backend, "--app-id")  # cut short
+    (tmp_path / "self").mkdir()  # not a pid
+    (tmp_path / "99").mkdir()  # ended while listed: no cmdline any more
+    assert executor_pids("app-1", tmp_path) == [7, 41]
+    assert executor_pids("app-2", tmp_path) == []
 
 
 def test_spark_home_is_the_installed_pyspark() -> None:

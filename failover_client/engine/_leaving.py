@@ -29,6 +29,13 @@ ActiveMQ consumer priority (:data:`DRAIN_PRIORITY`): ActiveMQ copies a remote co
 into the network bridge's demand subscription, so the broker in use keeps preferring our main
 consumer and the drain is not fed what it forwards.
 
+A connection that starts cannot know what an earlier consumer of the same application left on
+the other members (a process killed while a drain ran, or before a drain of a recovered broker
+came round, left its deliveries and whatever the network forwarded to it there). So under the
+same options, every member but the one the connection starts on is remembered at start as if a
+failure had left it, and drained once it answers: a restarted consumer finds what the one before
+it stranded. A broker that holds nothing costs one quiet drain (``drain_quiet``).
+
 Every timer is :func:`._decide.decide`'s: :meth:`Departures.view` copies each leaving session's
 quiet-until and deadline into the view; the loop performs ``EndDrain`` / ``CloseLeaving`` /
 ``Recover``. A session's end waits for the messages it already delivered to be handled: the
@@ -42,7 +49,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from failover_client._clock import Clock
@@ -190,14 +197,31 @@ class Departures:
 
     # --- a failure ---------------------------------------------------------------------------
 
+    def _drains_left(self) -> bool:
+        """Whether brokers left behind are drained: the connection moves by itself."""
+        options = self._options
+        return options.drain_on_move and (options.priority_backup or options.rebalance)
+
     def lost(self, slot: Slot) -> None:
         """The current session ``slot`` died: remember its broker if it may hold our messages."""
-        options = self._options
-        if not (options.drain_on_move and (options.priority_backup or options.rebalance)):
+        if not self._drains_left():
             return
         if not any(drains(s) for s in self._state.keeper.specs()):
             return
         self._left[slot.address.key] = slot.address
+
+    def started(self, slot: Slot, members: Iterable[BrokerAddress]) -> None:
+        """The connection's first session is ``slot``: remember every other member, which an
+        earlier process of the application may have left holding messages (module docstring).
+
+        Kept even before any subscription exists (one made after ``connect()`` counts); they
+        are tried only while a queue is subscribed (:meth:`recover_targets`).
+        """
+        if not self._drains_left():
+            return
+        for address in members:
+            if address.key != slot.address.key:
+                self._left.setdefault(address.key, address)
 
     def recover_targets(
         self, current: Slot, skip: tuple[BrokerAddress, ...]
@@ -205,6 +229,8 @@ class Departures:
         """Brokers left by a failure to try now: not the one in use (its consumer reads what it
         holds), not one being drained, not one in ``skip`` (a priority return goes there)."""
         self._left.pop(current.address.key, None)
+        if not self._left or not any(drains(s) for s in self._state.keeper.specs()):
+            return ()  # nothing of ours can be waiting there
         with self._lock:
             busy = {d.slot.address.key for d in self._departures.values()}
         skipped = {a.key for a in skip}

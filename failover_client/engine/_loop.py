@@ -186,6 +186,8 @@ class ReconnectLoop:
                 if not self._state.install(outcome.slot):
                     continue
                 self._announce(outcome, previous, lost_at)
+                if startup:
+                    self._departures.started(outcome.slot, self._planner.plan())
                 startup = False
                 self.first_outcome.set()
                 previous = yield from self._serve(outcome.slot)

@@ -42,6 +42,7 @@ from failover_client.testing.spark._session import (
 from failover_client.testing.spark._standalone import (
     SparkClusterError,
     StandaloneCluster,
+    executor_pids,
     spark_home,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "StandaloneCluster",
     "Trip",
     "Tripwire",
+    "executor_pids",
     "local_session",
     "prepare_environment",
     "session_conf",

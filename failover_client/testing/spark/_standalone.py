@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
 import urllib.request
 from collections.abc import Mapping
@@ -38,7 +39,34 @@ from failover_client.testing.spark._session import LOOPBACK, SparkSessions, spar
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkClusterError", "StandaloneCluster", "spark_home"]
+__all__ = ["SparkClusterError", "StandaloneCluster", "executor_pids", "spark_home"]
+
+_EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def executor_pids(app_id: str, proc: Path = Path("/proc")) -> list[int]:
+    """The pids of the executor JVMs of application ``app_id`` on this machine (Linux), sorted.
+
+    Read from each process's command line (``... CoarseGrainedExecutorBackend ... --app-id
+    <app_id> ...``): application ids are unique per master, so another cluster's executors,
+    or another application's, are never matched.
+    """
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # the process ended meanwhile, or is not ours to read
+            continue
+        words = [word.decode(errors="replace") for word in argv]
+        if _EXECUTOR_CLASS not in words or "--app-id" not in words:
+            continue
+        position = words.index("--app-id") + 1
+        if position < len(words) and words[position] == app_id:
+            found.append(int(entry.name))
+    return sorted(found)
+
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0
@@ -201,6 +229,18 @@ class StandaloneCluster:
 
     def running(self) -> bool:
         return bool(self._processes) and all(p.running() for p in self._processes)
+
+    def kill_executor(self, app_id: str) -> int:
+        """SIGKILL one executor JVM of application ``app_id`` (the oldest); returns its pid.
+
+        Its running tasks fail and Spark retries them; the worker reports the loss and the
+        master starts a new executor for the application.
+        """
+        pids = executor_pids(app_id)
+        if not pids:
+            raise SparkClusterError(f"application {app_id} has no executor on this machine")
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
 
     def __enter__(self) -> StandaloneCluster:
         self.start()
