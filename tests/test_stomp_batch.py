@@ -343,6 +343,23 @@ def test_session_on_activemq_group_commits_a_burst_and_the_commit_confirms_each(
     assert session.outstanding == 0
 
 
+def test_a_send_in_the_callers_own_transaction_is_written_alone_with_its_receipt() -> None:
+    _h, t, session = _session()
+    out = Outcomes()
+    session.send("/queue/q", b"m1", {}, out.callback(1))
+    session.send("/queue/q", b"mine", {"transaction": "app-tx"}, out.callback(2))
+    session.send("/queue/q", b"m3", {}, out.callback(3))
+    t.write_all()
+    # The caller's transaction is theirs to commit: its SEND is written as it is, with its
+    # own receipt, and the batch around it takes in only the other two.
+    [(command, headers, body)] = t.frames
+    assert (command, body, headers["transaction"]) == ("SEND", b"mine", "app-tx")
+    assert headers["receipt"]
+    batched = [(h["transaction"], b) for cmd, h, b in t.wire if cmd == "SEND"]
+    assert [b for _, b in batched] == [b"m1", b"m3"]
+    assert "app-tx" not in {tx for tx, _ in batched}
+
+
 def test_session_escapes_headers_of_batched_sends_like_stomp_py() -> None:
     _h, t, session = _session()
     session.send("/queue/q", b"x", {"note": "a:b"}, Outcomes().callback(1))

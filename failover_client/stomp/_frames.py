@@ -168,8 +168,8 @@ def send_block(
 ) -> bytes:
     """The encoded header block of a group-committed SEND (``_batch``): the headers of
     :func:`send_headers` without ``receipt`` and ``transaction`` (the writer adds the one it
-    chooses; a caller's ``transaction`` would split the session's batch), values escaped for
-    ``version``, then the blank line.
+    chooses; a send with the caller's own ``transaction`` is written alone, never batched),
+    values escaped for ``version``, then the blank line.
 
     The usual send (names seen before, plain values, none of the headers the adapter sets)
     is checked and encoded in a few passes in C; any other goes the general way, with the

@@ -197,7 +197,8 @@ class StompSession:
         """
         state = self._state
         group = state.group
-        if on_confirm is None or group is None:
+        if on_confirm is None or group is None or "transaction" in headers:
+            # A caller's own transaction is theirs to commit: never folded into a batch's.
             self._send_frame(destination, body, headers, on_confirm)
             return
         # Group commit: encoded here, written in a transaction by the writer (``_batch``).
