@@ -21,6 +21,7 @@ from failover_client import (
 from failover_client._clock import SystemClock
 from failover_client._events import Closed, Connected, FailedOver
 from failover_client.aio import AsyncFailoverConnection
+from failover_client.aio._events import EventHub
 from failover_client.testing import EventRecorder, FakeConnector
 
 
@@ -376,3 +377,18 @@ def test_on_the_real_clock_the_reconnect_loop_has_no_thread_while_it_waits() -> 
         assert not loop_threads()
 
     run(scenario)
+
+
+def test_an_event_after_close_starts_no_listener_task() -> None:
+    seen: list[object] = []
+
+    async def scenario() -> None:
+        hub = EventHub([seen.append])
+        hub.deliver(Connected("stomp://a:61613", 1, 0.0))
+        await hub.finish()
+        # A straggler after close: a task started now might never run (the loop closing).
+        hub.deliver(Connected("stomp://b:61613", 1, 0.0))
+        assert len(asyncio.all_tasks()) == 1  # this test's own
+
+    run(scenario)
+    assert [getattr(e, "broker", None) for e in seen] == ["stomp://a:61613"]

@@ -90,6 +90,7 @@ class EventHub:
         self._queue: collections.deque[Event] = collections.deque()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._finished = False
         self.failures = 0
 
     def stream(self) -> EventStream:
@@ -120,6 +121,12 @@ class EventHub:
             self._streams.clear()
         if not self._listeners:
             return
+        if self._finished:
+            # close() has returned and awaited the listeners: a straggler from a thread that
+            # was still winding down would start a task nobody awaits, which the loop may
+            # never run (asyncio.run closing) and Python then reports as never awaited.
+            _log.debug("event after close not passed to listeners: %r", event)
+            return
         self._queue.append(event)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -137,7 +144,9 @@ class EventHub:
                     _log.exception("event listener %r failed on %r", listener, event)
 
     async def finish(self) -> None:
-        """Await the listeners still running on queued events (at close)."""
+        """Await the listeners still running on queued events (at close); an event after
+        that is logged, not passed to listeners."""
         task = self._task
         if task is not None and not task.done():
             await task
+        self._finished = True
