@@ -273,7 +273,7 @@ def _of(rig: Rig, kind: type[Any], broker: str) -> Any:
 def test_a_new_connection_drains_the_members_it_did_not_start_on() -> None:
     # An earlier process of the application may have left messages on b and c (killed while
     # it drained them, or before it came back for them): a new connection takes them.
-    rig = make((A, B, C), autojump=False, priority_backup=True, drain_quiet=1.0)
+    rig = make((A, B, C), autojump=False, drain_on_start=True, drain_quiet=1.0)
     got: list[bytes] = []
     handled = threading.Event()
 
@@ -297,6 +297,20 @@ def test_a_new_connection_drains_the_members_it_did_not_start_on() -> None:
         rig.clock.advance(1.0)
         assert _of(rig, DrainFinished, "stomp://b:61613").delivered == 1
         assert _of(rig, DrainFinished, "stomp://c:61613").delivered == 0
+
+
+def test_by_default_a_new_connection_drains_no_other_member() -> None:
+    # Under priority backup too: on a network of brokers with live producers, a drain at
+    # start would take live traffic until it is quiet (drain_on_start turns it on).
+    rig = make((A, B, C), autojump=False, priority_backup=True, drain_quiet=1.0)
+    rig.conn.subscribe("/queue/in", lambda message: None, id="s1", ack="auto")
+    with running(rig):
+        assert rig.conn.broker == "stomp://a:61613"
+        for _ in range(3):
+            if rig.clock.wait_for_waiters(1, timed=True) and rig.clock.deadlines():
+                rig.clock.advance(rig.clock.deadlines()[0] - rig.clock.monotonic())
+        assert not rig.events.of_type(DrainStarted)
+        assert {s.address for s in rig.connector.sessions} == {A}
 
 
 def test_handing_back_without_an_adapter_release_writes_nothing() -> None:

@@ -21,7 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from failover_client import AllBrokersFailed, FailoverConnection, GaveUp, SubscriptionRefused
 from failover_client.spark import SparkOptionError, source_options
-from failover_client.spark._consumer import Consumer, spooled, timestamp_ms
+from failover_client.spark._consumer import Consumer, open_connection, spooled, timestamp_ms
 from failover_client.spark._driver import SourceDriver
 from failover_client.spark._ledger import AckLedger
 from failover_client.spark._source import (
@@ -562,3 +562,26 @@ def test_the_schema_grows_body_string_only_when_asked(tmp_path: Path) -> None:
         "offset",
     ]
     assert "body_string" in source_schema(source(tmp_path, bodyAsString="true")).fieldNames()
+
+
+@pytest.mark.parametrize(
+    ("query", "drains"),
+    [("", True), ("?consumer.drainOnStart=false", False), ("?consumer.drainOnStart=true", True)],
+)
+def test_the_source_drains_the_other_members_at_start_unless_its_uri_says_not(
+    query: str, drains: bool
+) -> None:
+    # A restarted driver starts on one member; what the killed one was delivered on another
+    # stays there unless the new connection drains it.
+    options = source_options(
+        {
+            "uri": f"failover:(stomp://a:61613,stomp://b:61613){query}",
+            "destination": "/queue/q",
+            "checkpointLocation": "/tmp/unused",
+        }
+    )
+    connection = open_connection(options)
+    try:
+        assert connection.options.drain_on_start is drains
+    finally:
+        connection.close()

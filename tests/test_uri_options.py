@@ -125,6 +125,7 @@ GOOD: dict[str, tuple[str, dict[str, object]]] = {
     "consumer.canaryInterval": ("5000", {"canary_interval": 5.0}),
     "consumer.canaryMisses": ("3", {"canary_misses": 3}),
     "consumer.drainOnMove": ("false", {"drain_on_move": False}),
+    "consumer.drainOnStart": ("true", {"drain_on_start": True}),
     "consumer.drainQuiet": ("250", {"drain_quiet": 0.25}),
     "consumer.drainTimeout": ("60000", {"drain_timeout": 60.0}),
     "topology.schemeMap": (
@@ -221,6 +222,7 @@ BAD: dict[str, str] = {
     "consumer.canaryInterval": "soon",
     "consumer.canaryMisses": "0",
     "consumer.drainOnMove": "maybe",
+    "consumer.drainOnStart": "always",
     "consumer.drainQuiet": "-5",
     "consumer.drainTimeout": "1.5",
     "topology.schemeMap": "stomp",

@@ -368,6 +368,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "When a connection moves on purpose (priority return, rebalance), keep consuming its "
        "queue subscriptions on the broker it leaves until that broker is quiet; a broker left "
        "by a failure is drained the same way once it answers again."),
+    _f("consumer.drainOnStart", ("drain_on_start",), "bool", "false",
+       "At start, drain every member but the one first connected, once each answers, for what "
+       "an earlier process of the application stranded there (killed before it drained them); "
+       "the Spark source turns it on."),
     _f("consumer.drainQuiet", ("drain_quiet",), "ms", "1000",
        "A broker being drained is done after this long without a delivery (ms)."),
     _f("consumer.drainTimeout", ("drain_timeout",), "ms", "30000",

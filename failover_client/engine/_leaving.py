@@ -31,10 +31,13 @@ consumer and the drain is not fed what it forwards.
 
 A connection that starts cannot know what an earlier consumer of the same application left on
 the other members (a process killed while a drain ran, or before a drain of a recovered broker
-came round, left its deliveries and whatever the network forwarded to it there). So under the
-same options, every member but the one the connection starts on is remembered at start as if a
-failure had left it, and drained once it answers: a restarted consumer finds what the one before
-it stranded. A broker that holds nothing costs one quiet drain (``drain_quiet``).
+came round, left its deliveries and whatever the network forwarded to it there). With
+``drain_on_start`` (the Spark source, whose recovery is a restarted driver), every member but
+the one the connection starts on is remembered at start as if a failure had left it, and
+drained once it answers: a restarted consumer finds what the one before it stranded. A broker
+that holds nothing costs one quiet drain (``drain_quiet``); one that a network of brokers feeds
+with live traffic is drained until it is quiet or ``drain_timeout``, which is why it is not
+the default.
 
 Every timer is :func:`._decide.decide`'s: :meth:`Departures.view` copies each leaving session's
 quiet-until and deadline into the view; the loop performs ``EndDrain`` / ``CloseLeaving`` /
@@ -214,10 +217,11 @@ class Departures:
         """The connection's first session is ``slot``: remember every other member, which an
         earlier process of the application may have left holding messages (module docstring).
 
-        Kept even before any subscription exists (one made after ``connect()`` counts); they
-        are tried only while a queue is subscribed (:meth:`recover_targets`).
+        Only under ``drain_on_start``. Kept even before any subscription exists (one made
+        after ``connect()`` counts); they are tried only while a queue is subscribed
+        (:meth:`recover_targets`).
         """
-        if not self._drains_left():
+        if not self._options.drain_on_start:
             return
         for address in members:
             if address.key != slot.address.key:
