@@ -566,13 +566,13 @@ def test_the_schema_grows_body_string_only_when_asked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("query", "drains"),
-    [("", True), ("?consumer.drainOnStart=false", False), ("?consumer.drainOnStart=true", True)],
+    [("", False), ("?consumer.drainOnStart=false", False), ("?consumer.drainOnStart=true", True)],
 )
-def test_the_source_drains_the_other_members_at_start_unless_its_uri_says_not(
+def test_the_sources_uri_says_whether_it_drains_the_other_members_at_start(
     query: str, drains: bool
 ) -> None:
     # A restarted driver starts on one member; what the killed one was delivered on another
-    # stays there unless the new connection drains it.
+    # (a network of brokers) stays there unless the new connection drains it.
     options = source_options(
         {
             "uri": f"failover:(stomp://a:61613,stomp://b:61613){query}",

@@ -184,9 +184,9 @@ class FailoverOptions:
     """Drain the broker a queue subscription leaves before closing its session there."""
     drain_on_start: bool = False
     """At start, drain every member but the first one connected, once each answers: what an
-    earlier process of the application left there (killed before it drained them). Off by
-    default: on a network of brokers with live producers such a drain consumes live traffic
-    until it is quiet; the Spark source turns it on (a restarted driver is its recovery)."""
+    earlier process of the application left there (killed before it drained them), e.g. a
+    Spark source's driver restarted on a network of brokers. Off by default: on a network of
+    brokers with live producers such a drain consumes live traffic until it is quiet."""
     drain_quiet: float = 1.0
     """A drained broker is done after this many seconds without a delivery."""
     drain_timeout: float = 30.0

@@ -370,8 +370,8 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "by a failure is drained the same way once it answers again."),
     _f("consumer.drainOnStart", ("drain_on_start",), "bool", "false",
        "At start, drain every member but the one first connected, once each answers, for what "
-       "an earlier process of the application stranded there (killed before it drained them); "
-       "the Spark source turns it on."),
+       "an earlier process of the application stranded there (killed before it drained them), "
+       "e.g. a restarted Spark driver on a network of brokers."),
     _f("consumer.drainQuiet", ("drain_quiet",), "ms", "1000",
        "A broker being drained is done after this long without a delivery (ms)."),
     _f("consumer.drainTimeout", ("drain_timeout",), "ms", "30000",

@@ -32,7 +32,8 @@ consumer and the drain is not fed what it forwards.
 A connection that starts cannot know what an earlier consumer of the same application left on
 the other members (a process killed while a drain ran, or before a drain of a recovered broker
 came round, left its deliveries and whatever the network forwarded to it there). With
-``drain_on_start`` (the Spark source, whose recovery is a restarted driver), every member but
+``drain_on_start`` (for a Spark source on a network of brokers, whose recovery is a restarted
+driver), every member but
 the one the connection starts on is remembered at start as if a failure had left it, and
 drained once it answers: a restarted consumer finds what the one before it stranded. A broker
 that holds nothing costs one quiet drain (``drain_quiet``); one that a network of brokers feeds

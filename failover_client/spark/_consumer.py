@@ -16,7 +16,6 @@ pickled and built elsewhere (the planner, the executors), and none of them may c
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -33,7 +32,6 @@ from failover_client import (
 )
 from failover_client.spark._options import SourceOptions
 from failover_client.spark._spool import SpooledMessage
-from failover_client.uri import parse
 
 __all__ = ["PER_DELIVERY_HEADERS", "Consumer", "open_connection", "spooled"]
 
@@ -50,19 +48,9 @@ _SECONDS_BEFORE = 10**11
 """A ``timestamp`` below this is in seconds (RabbitMQ), else milliseconds (ActiveMQ, Artemis)."""
 
 
-DRAIN_ON_START = "consumer.drainOnStart"
-
-
 def open_connection(options: SourceOptions) -> FailoverConnection:
-    """A (not yet connected) connection for the source's URI, draining the other members at
-    start unless the URI says otherwise: a driver killed after a priority return or a
-    failover leaves what it had been delivered, and what the network forwarded to it, on a
-    member the restarted driver does not start on."""
-    target = parse(options.uri)
-    if all(key != DRAIN_ON_START for key, _ in target.query):
-        on = dataclasses.replace(target.options, drain_on_start=True)
-        target = dataclasses.replace(target, options=on)
-    return FailoverConnection(target)
+    """A (not yet connected) connection for the source's URI."""
+    return FailoverConnection(options.uri)
 
 
 def prefetch(options: SourceOptions) -> int:
