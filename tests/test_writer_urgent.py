@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from failover_client.net._writer import FrameWriter
+from failover_client.net._writer import WRITE_SLICE, FrameWriter
 
 WAIT = 5.0
 """Upper bound for waits on events that the code under test is bound to set."""
@@ -90,3 +90,30 @@ def test_an_urgent_frame_never_writes_inline_when_told_not_to() -> None:
     assert write.calls == [("writer", b"a")]
     writer.cancel()
     assert writer.join(WAIT)
+
+
+def test_a_large_batch_is_written_in_slices_each_reported() -> None:
+    # A close waiting for a busy broker tells progress from a hang by these reports.
+
+    write = Recorder()
+    reports: list[int] = []
+    writer = FrameWriter(
+        write,
+        on_written=lambda: reports.append(len(write.calls)),
+        on_failed=lambda exc: None,
+        name="writer",
+        inline_after=None,
+        monotonic=lambda: 7.0,
+    )
+    writer.start()
+    frames = [b"A" * 1000 + b"\0" for _ in range(3 * WRITE_SLICE // 1000)]
+    for frame in frames:
+        writer.put(frame)
+    assert writer.flush(WAIT)
+    written = b"".join(data for _, data in write.calls)
+    assert written == b"".join(frames)
+    assert all(len(data) <= WRITE_SLICE for _, data in write.calls)
+    assert len(write.calls) >= 3
+    assert reports[-1] == len(write.calls)  # every slice reported, the last after the batch
+    assert len(reports) == len(write.calls)
+    writer.cancel()

@@ -70,6 +70,11 @@ Long enough that a steady stream of bursts keeps one thread; short enough that a
 left idle soon holds none.
 """
 
+WRITE_SLICE = 64 * 1024
+"""Bytes handed to ``write`` at once: a large batch goes out in slices, each reported through
+``on_written``, so a close that waits for a busy broker sees the writer's progress (a broker
+that reads our ACKs one by one answers nothing meanwhile) and tells it from a hung one."""
+
 
 class Deferred(Protocol):
     """An item encoded only when written (see ``render``)."""
@@ -374,7 +379,14 @@ class FrameWriter:
                 self._writing = True
                 self._progress.notify_all()  # room for senders blocked on a full buffer
             try:
-                self._write(self._render(batch))
+                data = self._render(batch)
+                if len(data) <= WRITE_SLICE:
+                    self._write(data)
+                else:
+                    for start in range(0, len(data), WRITE_SLICE):
+                        self._write(data[start : start + WRITE_SLICE])
+                        if start + WRITE_SLICE < len(data):
+                            self._on_written()  # progress inside one batch (WRITE_SLICE)
             except BaseException as exc:  # noqa: BLE001 - reported through on_failed
                 self._fail(exc)
                 return

@@ -141,6 +141,12 @@ class HeartbeatState:
         with self._lock:
             self._last_sent = max(self._last_sent, now)
 
+    @property
+    def last_sent(self) -> float:
+        """When bytes last reached the socket (a whole write, or a slice of a large one)."""
+        with self._lock:
+            return self._last_sent
+
     def dispatch_started(self) -> None:
         with self._lock:
             self._dispatching += 1

@@ -28,7 +28,8 @@ _BYE = "bye"
 """The DISCONNECT frame's receipt id."""
 
 BYE_SILENCE = 0.25
-"""Seconds without a byte from the broker after which close() stops waiting for the receipt.
+"""Seconds without a byte from the broker, or a write to it, after which close() stops
+waiting for the receipt.
 
 A broker that works answers DISCONNECT within milliseconds, or keeps sending (receipts for
 earlier sends, messages) while it works through a backlog; one that is hung (SIGSTOP, a full
@@ -98,7 +99,10 @@ def _await_bye(state: SessionState) -> None:
     asked = now
     while True:
         beats = state.heartbeat
-        heard = max(asked, beats.last_received if beats is not None else asked)
+        # A broker that still takes our bytes is alive too: one working through thousands of
+        # ACKs written just before close() answers nothing until it reaches DISCONNECT, and
+        # leaving then would abort the writer with the rest of them.
+        heard = asked if beats is None else max(asked, beats.last_received, beats.last_sent)
         # Each wake-up (the receipt, or the silence limit) re-reads when the broker last sent
         # a byte: bytes that arrived meanwhile push the limit on, never past the deadline.
         until = min(deadline, heard + BYE_SILENCE)
