@@ -41,7 +41,7 @@ import pytest
 
 from failover_client import MESSAGE_ID_HEADER, FailoverConnection, Message
 from failover_client.testing.brokers import Cluster
-from failover_client.testing.spark import StandaloneCluster
+from failover_client.testing.spark import SparkSessions, StandaloneCluster
 
 pytestmark = pytest.mark.integration
 
@@ -271,12 +271,16 @@ def depths(cluster: Cluster, destination: str) -> list[int | None]:
 
 
 def test_busy_pipeline_survives_every_kill_with_nothing_lost_or_left(
+    spark_sessions: SparkSessions,
     spark_standalone: StandaloneCluster,
     activemq_network: Cluster,
     activemq_cluster: Cluster,
     script: Path,
     tmp_path: Path,
 ) -> None:
+    # The job is an application of its own: a session an earlier test left on this cluster
+    # would hold every core, and the job would wait for executors it never gets.
+    spark_sessions.stop()
     src0, src1, src2 = activemq_network[0], activemq_network[1], activemq_network[2]
     sink0 = activemq_cluster[0]
     tag = uuid.uuid4().hex[:8]
