@@ -675,3 +675,18 @@ def test_close_of_a_lost_session_does_not_write() -> None:
     h.transport.play("disconnected")
     session.close()
     assert h.transport.frames == []
+
+
+def test_no_heart_beat_once_close_has_begun() -> None:
+    # close() reads our writes as a broker still taking bytes while it waits for DISCONNECT's
+    # receipt: a beat written into a hung broker's socket buffer must not look like that.
+    h = Harness()
+    h.script = lambda t: t.play("connected", {"version": "1.2", "heart-beat": "0,0"})
+    session = h.connect()
+    session._outbound.beat()
+    assert [f for f in h.transport.frames if f[0] == "<beat>"] == [("<beat>", {}, None)]
+    session._state.phase = "closed"  # as close() sets it before saying DISCONNECT
+    session._outbound.beat()
+    assert len([f for f in h.transport.frames if f[0] == "<beat>"]) == 1
+    session._state.phase = "open"
+    session.close()

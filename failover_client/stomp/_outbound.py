@@ -116,6 +116,11 @@ class Outbound:
         """Write one EOL unless a frame is being written (that counts as traffic anyway)."""
         state = self._state
         transport = state.transport
+        if state.current_phase() == "closed":
+            # close() is waiting for DISCONNECT's receipt and reads our writes as the broker
+            # taking bytes (teardown._await_bye): a beat into a hung broker's socket buffer
+            # must not look like that.
+            return
         if transport is None or not state.write_lock.acquire(blocking=False):
             return
         try:
