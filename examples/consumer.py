@@ -105,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         connection.subscribe(args.destination, printer, ack="client-individual")
         connection.connect()
         say(f"listening on {args.destination}")
-        printer.done.wait()
+        # A wait with a deadline, again and again: Python runs the Ctrl-C handler only
+        # when this thread runs, and a wait without one may never return to let it.
+        while not printer.done.wait(0.5):
+            pass
     except KeyboardInterrupt:
         say("interrupted")
     except FailoverClientError as exc:

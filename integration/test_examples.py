@@ -49,7 +49,9 @@ class Program:
     def __init__(self, script: str, *args: str, env: Mapping[str, str] | None = None) -> None:
         self.name = script
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(EXAMPLES / script), *args],
+            # -X faulthandler: a program that does not finish is sent SIGABRT, which then
+            # prints every thread's stack to stderr for the report.
+            [sys.executable, "-u", "-X", "faulthandler", str(EXAMPLES / script), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -108,8 +110,14 @@ class Program:
         try:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGABRT)  # the stacks, for the report
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            for reader in self._readers:  # stderr is read whole, at its end
+                reader.join(5)
             raise AssertionError(f"{self.name} did not finish\n{self.report()}") from None
         for reader in self._readers:
             reader.join(SAFETY)
@@ -123,7 +131,7 @@ class Program:
     def report(self) -> str:
         with self.cond:
             tail = "\n".join(self.lines[-15:])
-        return f"--- {self.name} stdout (tail) ---\n{tail}\n--- stderr ---\n{self.stderr[-3000:]}"
+        return f"--- {self.name} stdout (tail) ---\n{tail}\n--- stderr ---\n{self.stderr[-8000:]}"
 
     def stop(self) -> None:
         """Kill it if still running; close the pipes once the readers reached their end."""
