@@ -6,6 +6,8 @@ plugin is registered first when pytest's plugin autoload is off (it is an entry 
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from failover_client.testing.pytest_plugin import FIXTURES
@@ -24,3 +26,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.import_plugin(FIXTURES)
+    # A shell without job control starts a background command with SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the programs the tests stop with Ctrl-C would
+    # then never see it. A handled signal is reset to the default on exec, so handle it here.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
