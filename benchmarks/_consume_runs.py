@@ -21,6 +21,7 @@ from benchmarks._consume_io import (
     cpu_seconds,
     stomp_ids,
 )
+from failover_client.engine._autoack import ack_batch
 from failover_client.testing.brokers import Broker
 
 SLOW_HANDLER = 0.020  # seconds per message
@@ -219,7 +220,7 @@ def run_close(
 
 def throughput_pairs(protocol: str, prefetch: int = PREFETCH) -> list[tuple[Case, Case]]:
     """(ours, the raw client it is compared with), same ack mode and prefetch."""
-    half = max(1, prefetch // 2)
+    every = ack_batch(prefetch)  # our ``auto``'s cadence: half the window, at most 100
     if protocol == "amqp":
         return [
             (Case("ours ack=auto", "fc", "auto", prefetch), Case("raw proton default", "proton")),
@@ -235,11 +236,11 @@ def throughput_pairs(protocol: str, prefetch: int = PREFETCH) -> list[tuple[Case
         (
             Case("ours ack=auto", "fc", "auto", prefetch),
             Case(
-                f"raw stomp.py client, ACK every {half}",
+                f"raw stomp.py client, ACK every {every}",
                 "stomp",
                 "client",
                 prefetch,
-                ack_every=half,
+                ack_every=every,
             ),
         ),
         (

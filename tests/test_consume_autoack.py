@@ -1,7 +1,8 @@
 """Acknowledgements of ``auto`` callback subscriptions, in batches (``engine._autoack``).
 
 An ``auto`` callback subscription is ``client`` mode on the wire: one acknowledgement settles
-every earlier message of its session. The engine writes one per half prefetch window, or once
+every earlier message of its session. The engine writes one per half prefetch window (at most
+``ACK_BATCH_MAX`` messages), or once
 the buffer stayed empty for ``ACK_LINGER``, or at a stop; before a rejection, a release or an
 UNSUBSCRIBE on the session, and before a session being left closes, it writes the one it holds.
 Every test records the order of the frames on the fake broker and checks that no message is
@@ -19,7 +20,7 @@ from test_manager_support import A, B, make, running
 
 from failover_client._events import DrainFinished, DrainStarted, HandlerError
 from failover_client.adapter import Received
-from failover_client.engine._autoack import ACK_LINGER, AutoAcks
+from failover_client.engine._autoack import ACK_BATCH_MAX, ACK_LINGER, AutoAcks, ack_batch
 from failover_client.engine._subscriptions import Message
 from failover_client.testing import FakeSession
 
@@ -83,6 +84,36 @@ def test_one_acknowledgement_per_half_window() -> None:
         assert session.most_unsettled == 10
         assert rig.connector.wait_until(lambda: subscription.in_flight == 0)
         assert subscription.handled == 30
+
+
+def test_a_large_window_is_acknowledged_every_hundred_messages() -> None:
+    # ActiveMQ stalls a fast consumer whose cumulative ACKs cover 500 messages (_autoack).
+    assert [ack_batch(n) for n in (1, 2, 10, 200, 201, 1000, 20_000)] == [
+        1,
+        1,
+        5,
+        100,
+        100,
+        100,
+        100,
+    ]
+    rig = make((A,))
+    gate = threading.Event()
+    handled: set[bytes] = set()
+
+    def handler(message: Message) -> None:
+        gate.wait(5)  # the test offers every message first
+        handled.add(message.body)
+
+    with running(rig):
+        rig.conn.subscribe("/queue/in", handler, id="s1", prefetch=1000)
+        session = rig.connector.session(A)
+        frames = _record(session, handled)
+        for number in range(400):
+            session.deliver("s1", b"%d" % number)
+        gate.set()
+        assert rig.connector.wait_until(lambda: session.unsettled("s1") == 0)
+        assert frames == [("ack", b"%d" % n) for n in range(ACK_BATCH_MAX - 1, 400, ACK_BATCH_MAX)]
 
 
 def test_an_empty_buffer_does_not_write_an_acknowledgement_before_the_half_window() -> None:
