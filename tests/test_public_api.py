@@ -60,6 +60,7 @@ EXPECTED = {
     "ReconnectSchedule",
     "ReconnectWarning",
     "SessionDeaf",
+    "SettleConfirmation",
     "SubscriptionHealth",
     "ScheduleRun",
     "SendFailure",
