@@ -19,7 +19,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StringType, StructField, StructType
 
-from failover_client import AllBrokersFailed, FailoverConnection, GaveUp, SubscriptionRefused
+from failover_client import (
+    AllBrokersFailed,
+    FailoverConnection,
+    GaveUp,
+    SettleConfirmation,
+    SubscriptionRefused,
+)
 from failover_client.spark import SparkOptionError, source_options
 from failover_client.spark._consumer import Consumer, open_connection, spooled, timestamp_ms
 from failover_client.spark._driver import SourceDriver
@@ -70,6 +76,7 @@ class ScriptedConsumer:
     def __init__(self) -> None:
         self.queued: collections.deque[Delivery] = collections.deque()
         self.takes: list[tuple[int | None, float]] = []
+        self.confirmed: list[int] = []
         self.closed = False
 
     def push(self, *items: Delivery) -> None:
@@ -106,6 +113,10 @@ class ScriptedConsumer:
 
     def wait_delivery(self, timeout: float) -> bool:
         return bool(self.queued)
+
+    def confirm(self, messages: list[Delivery], timeout: float) -> SettleConfirmation:
+        self.confirmed.append(len(messages))
+        return SettleConfirmation(confirmed=len(messages))
 
     def close(self) -> None:
         self.closed = True

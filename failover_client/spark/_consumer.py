@@ -26,6 +26,7 @@ from failover_client import (
     FailoverConnection,
     GaveUp,
     Message,
+    SettleConfirmation,
     Subscription,
     SubscriptionFailed,
     SystemClock,
@@ -201,6 +202,10 @@ class Consumer:
         """Deliveries received and not yet taken."""
         with self._lock:
             return len(self._buffer)
+
+    def confirm(self, messages: Sequence[Message], timeout: float) -> SettleConfirmation:
+        """Wait up to ``timeout`` until the brokers have the acknowledgements of ``messages``."""
+        return self._connection.confirm_settled(messages, timeout)
 
     @property
     def connection(self) -> FailoverConnection:

@@ -10,7 +10,11 @@ this order for micro-batch N (measured, see SPARK.md)::
 so :meth:`SourceDriver.latest` spools the buffered deliveries (how many, and whether it waits
 for them, is :class:`~failover_client.spark._pacing.Pacer`'s call) (each batch's file is written
 *before* its end offset leaves this process) and :meth:`SourceDriver.commit` acknowledges them
-once Spark committed. Two details of the API shape the rest:
+once Spark committed, and returns only once the brokers confirmed they have those
+acknowledgements (or :data:`ACK_CONFIRM_WAIT` passed, with a warning): Spark may end this
+process right after its last commit (``Trigger.AvailableNow`` does), and an ACK still in a
+socket buffer then is lost, so the next run would get those messages again. Two details of the
+API shape the rest:
 
 * an idle stream never commits its last batch (commit(N) waits for batch N+1), so the start
   offset of every ``latestOffset`` call is taken as committed too: Spark passes the end of
@@ -35,7 +39,7 @@ from failover_client.spark._pacing import Pacer, Step
 from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
-__all__ = ["DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
+__all__ = ["ACK_CONFIRM_WAIT", "DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
 
 log = logging.getLogger("failover_client.spark")
 
@@ -44,6 +48,13 @@ DEPTH_WAIT = 5.0
 
 DEPTH_REFRESH = 1.0
 """Seconds between the queue-depth questions behind the progress's lag figures."""
+
+ACK_CONFIRM_WAIT = 30.0
+"""How long a commit (and ``close``) waits for the brokers to confirm its acknowledgements.
+
+A broker handles a batch's ACKs in well under a second; past this it is hung or cut off, and
+the commit returns with a warning rather than hold the query (the acknowledgements may still
+arrive; if not, the broker redelivers those messages and the ledger drops them by id)."""
 
 
 class SourceDriver:
@@ -65,6 +76,9 @@ class SourceDriver:
         self._clock = clock or SystemClock()
         self._pacer = Pacer(options, self._clock)
         self._acknowledged = 0
+        self._unconfirmed: list[Message] = []
+        """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
+        arrival), confirmed with the next commit or at close."""
         self._depth_asked: float | None = None
         state = spool.state()
         self.ledger: AckLedger[Message] = AckLedger(
@@ -204,6 +218,7 @@ class SourceDriver:
         for delivery in admission.ack_now:
             delivery.ack()
         self._acknowledged += len(admission.ack_now)
+        self._unconfirmed += admission.ack_now
         if admission.ack_now or admission.held:
             log.info(
                 "failover source: %d redelivered messages were spooled before (%d committed, "
@@ -230,7 +245,10 @@ class SourceDriver:
         return batches
 
     def commit(self, end: int) -> None:
-        """Spark committed every offset below ``end``: record it, then acknowledge."""
+        """Spark committed every offset below ``end``: record it, acknowledge, await the brokers.
+
+        Returns once the brokers confirmed the acknowledgements (see the module docstring).
+        """
         if end <= self.ledger.committed:
             return
         # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
@@ -238,10 +256,39 @@ class SourceDriver:
         for delivery in self.ledger.commit(end):
             delivery.ack()
             self._acknowledged += 1
+            self._unconfirmed.append(delivery)
+        self._confirm(f"the commit of offsets below {end}")
+
+    def _confirm(self, what: str) -> None:
+        """Wait for the brokers to confirm every acknowledgement written and not yet confirmed."""
+        waiting, self._unconfirmed = self._unconfirmed, []
+        if not waiting:
+            return
+        outcome = self.consumer.confirm(waiting, ACK_CONFIRM_WAIT)
+        if outcome.complete:
+            return
+        log.warning(
+            "failover source: %s: the brokers confirmed %d of %d acknowledgements; %d went with "
+            "a lost connection, %d are unconfirmed after %.0f s (%s). What a broker did not "
+            "get it delivers again, and the source drops it by id as a copy of a committed one",
+            what,
+            outcome.confirmed,
+            len(waiting),
+            outcome.lost,
+            outcome.unconfirmed,
+            ACK_CONFIRM_WAIT,
+            "; ".join(outcome.causes),
+        )
 
     def close(self) -> None:
-        """Stop consuming; nothing is acknowledged (the brokers redeliver what was not)."""
-        self.consumer.close()
+        """Stop consuming, once the acknowledgements already written are confirmed.
+
+        Only uncommitted deliveries stay unacknowledged: the brokers redeliver them.
+        """
+        try:
+            self._confirm("closing")
+        finally:
+            self.consumer.close()
 
     def _gap(self, offset: int) -> SpoolGap:
         return SpoolGap(
