@@ -63,6 +63,23 @@ def test_no_answer_by_the_deadline_is_counted_unconfirmed_and_named() -> None:
         assert outcome.causes == ("stomp://a:61613: no confirmation within 5 s",)
 
 
+def test_asked_now_and_waited_for_later() -> None:
+    clock = FakeClock()
+    connector = FakeConnector(clock=clock)
+    with FailoverConnection(URI, connector=connector, clock=clock) as connection:
+        messages = pulled(connection, connector, 2)
+        session = connector.session("a:61613")
+        session.auto_confirm = False
+        for message in messages:
+            message.ack()
+        question = connection.ask_settled(messages)
+        assert session.syncs == [2]
+        assert not question.answered
+        assert session.confirm_syncs() == 1
+        assert question.answered
+        assert question.wait(0).confirmed == 2
+
+
 def test_a_session_lost_while_confirming_counts_its_messages_lost() -> None:
     clock = FakeClock()
     connector = FakeConnector(clock=clock)

@@ -61,6 +61,7 @@ EXPECTED = {
     "ReconnectWarning",
     "SessionDeaf",
     "SettleConfirmation",
+    "SettleQuestion",
     "SubscriptionHealth",
     "ScheduleRun",
     "SendFailure",

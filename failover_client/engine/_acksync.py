@@ -24,7 +24,7 @@ from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
 from failover_client.engine._subscriptions import Message
 
-__all__ = ["SettleConfirmation", "confirm_settled"]
+__all__ = ["SettleConfirmation", "SettleQuestion", "ask_settled"]
 
 
 @dataclass(frozen=True)
@@ -76,65 +76,79 @@ class _Waiting:
             return key in self.outcomes, self.outcomes.get(key)
 
 
-def confirm_settled(
-    state: ConnectionState, clock: Clock, messages: Iterable[Message], timeout: float | None
-) -> SettleConfirmation:
-    """Ask every session that delivered one of ``messages`` to confirm; wait up to ``timeout``
-    seconds (None: until each answers, which a session's end does too).
+class SettleQuestion:
+    """The question :func:`ask_settled` put to the sessions; :meth:`wait` for the answers.
 
-    The messages must be settled (acknowledged, rejected or released) before: what this
-    confirms is the frames written so far. Returns once every session answered or at the
-    deadline, whichever comes first.
+    Asking and waiting apart let the caller do other work while the brokers go through the
+    frames (the Spark source spools its next batch meanwhile).
     """
-    counts: dict[int, int] = {}
-    slots: dict[int, Slot] = {}
-    for message in messages:
-        slot = message.session
-        if not isinstance(slot, Slot):
-            raise TypeError(f"confirm_settled: {message!r} did not come from a failover session")
-        counts[id(slot)] = counts.get(id(slot), 0) + 1
-        slots[id(slot)] = slot
-    deadline = None if timeout is None else clock.monotonic() + timeout
-    waiting = _Waiting(len(slots))
-    unsupported: set[int] = set()
 
-    def ask(key: int) -> Callable[[Session], None]:
+    def __init__(self, state: ConnectionState, clock: Clock, messages: Iterable[Message]) -> None:
+        self._clock = clock
+        self._counts: dict[int, int] = {}
+        self._slots: dict[int, Slot] = {}
+        for message in messages:
+            slot = message.session
+            if not isinstance(slot, Slot):
+                raise TypeError(f"{message!r} did not come from a failover connection's session")
+            self._counts[id(slot)] = self._counts.get(id(slot), 0) + 1
+            self._slots[id(slot)] = slot
+        self._waiting = _Waiting(len(self._slots))
+        self._unsupported: set[int] = set()
+        for key, slot in self._slots.items():
+            if not state.call(slot, self._asking(key)):
+                self._waiting.answer(key, slot.cause or ConnectionError("session ended"))
+
+    def _asking(self, key: int) -> Callable[[Session], None]:
         def sync(session: Session) -> None:
             if not isinstance(session, Syncing):
-                unsupported.add(key)
-                waiting.answer(key, None)
+                self._unsupported.add(key)
+                self._waiting.answer(key, None)
                 return
-            session.sync(lambda outcome: waiting.answer(key, outcome))
+            session.sync(lambda outcome: self._waiting.answer(key, outcome))
 
         return sync
 
-    for key, slot in slots.items():
-        if not state.call(slot, ask(key)):
-            waiting.answer(key, slot.cause or ConnectionError("session ended"))
-    if deadline is None:
-        clock.wait(waiting.done, None)  # ends: a session answers, or its end fails the question
-    elif (remaining := deadline - clock.monotonic()) > 0:
-        clock.wait(waiting.done, remaining)
-    confirmed = lost = unconfirmed = 0
-    causes: list[str] = []
-    for key, slot in slots.items():
-        answered, error = waiting.outcome(key)
-        count = counts[key]
-        if key in unsupported:
-            unconfirmed += count
-            causes.append(f"{slot.broker}: its adapter cannot confirm acknowledgements")
-        elif not answered:
-            unconfirmed += count
-            causes.append(f"{slot.broker}: no confirmation within {timeout:g} s")
-        elif error is not None:
-            lost += count
-            causes.append(f"{slot.broker}: {error}")
-        else:
-            confirmed += count
-    return SettleConfirmation(
-        confirmed=confirmed,
-        lost=lost,
-        unconfirmed=unconfirmed,
-        unsupported=sum(counts[k] for k in unsupported),
-        causes=tuple(causes),
-    )
+    @property
+    def answered(self) -> bool:
+        """Every session asked has answered (or ended)."""
+        return self._waiting.done.is_set()
+
+    def wait(self, timeout: float | None) -> SettleConfirmation:
+        """Wait up to ``timeout`` seconds (None: until each session answers, which its end
+        does too) and count the messages by outcome."""
+        if timeout is None:
+            self._clock.wait(self._waiting.done, None)  # ends: an answer, or the session's end
+        elif timeout > 0:
+            self._clock.wait(self._waiting.done, timeout)
+        confirmed = lost = unconfirmed = 0
+        causes: list[str] = []
+        for key, slot in self._slots.items():
+            answered, error = self._waiting.outcome(key)
+            count = self._counts[key]
+            if key in self._unsupported:
+                unconfirmed += count
+                causes.append(f"{slot.broker}: its adapter cannot confirm acknowledgements")
+            elif not answered:
+                unconfirmed += count
+                causes.append(f"{slot.broker}: no confirmation within {timeout:g} s")
+            elif error is not None:
+                lost += count
+                causes.append(f"{slot.broker}: {error}")
+            else:
+                confirmed += count
+        return SettleConfirmation(
+            confirmed=confirmed,
+            lost=lost,
+            unconfirmed=unconfirmed,
+            unsupported=sum(self._counts[k] for k in self._unsupported),
+            causes=tuple(causes),
+        )
+
+
+def ask_settled(
+    state: ConnectionState, clock: Clock, messages: Iterable[Message]
+) -> SettleQuestion:
+    """Ask every session that delivered one of ``messages`` to confirm the frames written so
+    far (the messages must be settled before); returns at once."""
+    return SettleQuestion(state, clock, messages)

@@ -1,4 +1,4 @@
-"""The consuming half of the public API: ``subscribe``, ``drain`` and ``confirm_settled``.
+"""The consuming half of the public API: ``subscribe``, ``drain``, ``confirm_settled``.
 
 A mixin of :class:`~failover_client.engine._connection.FailoverConnection` (kept apart so that
 module stays one screenful per concept); the work is :class:`~failover_client.engine._consumers.
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from failover_client._clock import Clock
 from failover_client.adapter import AckMode
-from failover_client.engine._acksync import SettleConfirmation, confirm_settled
+from failover_client.engine._acksync import SettleConfirmation, SettleQuestion, ask_settled
 from failover_client.engine._arguments import check_subscribe, check_timeout
 from failover_client.engine._consumers import Consumers
 from failover_client.engine._lifetime import ProcessGuard
@@ -113,6 +113,11 @@ class Consuming:
         for a session that ended or did not answer, it counts those as ``lost`` /
         ``unconfirmed``.
         """
-        self._guard.check()
         seconds = check_timeout(timeout, name="timeout")
-        return confirm_settled(self._state, self._clock, messages, seconds)
+        return self.ask_settled(messages).wait(seconds)
+
+    def ask_settled(self, messages: Iterable[Message]) -> SettleQuestion:
+        """:meth:`confirm_settled` in two steps: ask now, ``wait(timeout)`` on the answer later
+        (the brokers work through the frames meanwhile)."""
+        self._guard.check()
+        return ask_settled(self._state, self._clock, messages)

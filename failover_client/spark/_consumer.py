@@ -26,7 +26,7 @@ from failover_client import (
     FailoverConnection,
     GaveUp,
     Message,
-    SettleConfirmation,
+    SettleQuestion,
     Subscription,
     SubscriptionFailed,
     SystemClock,
@@ -203,9 +203,9 @@ class Consumer:
         with self._lock:
             return len(self._buffer)
 
-    def confirm(self, messages: Sequence[Message], timeout: float) -> SettleConfirmation:
-        """Wait up to ``timeout`` until the brokers have the acknowledgements of ``messages``."""
-        return self._connection.confirm_settled(messages, timeout)
+    def ask(self, messages: Sequence[Message]) -> SettleQuestion:
+        """Ask the brokers to confirm the acknowledgements of ``messages``; ``wait`` on it."""
+        return self._connection.ask_settled(messages)
 
     @property
     def connection(self) -> FailoverConnection:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from failover_client import Clock, Message, SystemClock
+from failover_client import Clock, Message, SettleQuestion, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
 from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
@@ -117,23 +117,27 @@ class SourceDriver:
         ``start`` is what Spark passes on 4.2+ (None on 4.0/4.1), ``limit`` the most new
         messages to take (None: Spark's ``ReadAllAvailable``).
         """
-        if start is not None:
-            if start > self._position:
-                raise self._gap(start)
-            self.commit(start)
-            if self._position > start:
+        if start is not None and start > self._position:
+            raise self._gap(start)
+        committed = start if start is not None else self._planned_end
+        # The batch before is acknowledged first (the broker's window opens for the next),
+        # and its confirmation awaited last: the broker works through the ACKs while this
+        # batch is spooled.
+        asked = None if committed is None else self._acknowledge(committed)
+        try:
+            if start is not None and self._position > start:
                 # Spooled but never planned (the driver died between the spool write and
                 # Spark's offset log): that range is the next batch, as it is.
                 return self._position
-        elif self._planned_end is not None:
-            self.commit(self._planned_end)
-        # A batch held back takes nothing: a connection that gave up must still fail it.
-        self.consumer.check()
-        step = self._pacer.step(self._position, limit, self.consumer.buffered())
-        if step is not None:
-            received = self._spool_new(step)
-            self._pacer.planned(self._position, received, step)
-        return self._position
+            # A batch held back takes nothing: a connection that gave up must still fail it.
+            self.consumer.check()
+            step = self._pacer.step(self._position, limit, self.consumer.buffered())
+            if step is not None:
+                received = self._spool_new(step)
+                self._pacer.planned(self._position, received, step)
+            return self._position
+        finally:
+            self._await(asked, f"the commit of offsets below {committed}")
 
     def prepare_available_now(self) -> None:
         """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
@@ -249,22 +253,29 @@ class SourceDriver:
 
         Returns once the brokers confirmed the acknowledgements (see the module docstring).
         """
-        if end <= self.ledger.committed:
-            return
-        # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
-        self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
-        for delivery in self.ledger.commit(end):
-            delivery.ack()
-            self._acknowledged += 1
-            self._unconfirmed.append(delivery)
-        self._confirm(f"the commit of offsets below {end}")
+        self._await(self._acknowledge(end), f"the commit of offsets below {end}")
 
-    def _confirm(self, what: str) -> None:
-        """Wait for the brokers to confirm every acknowledgement written and not yet confirmed."""
+    def _acknowledge(self, end: int) -> tuple[SettleQuestion, int] | None:
+        """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
+        confirm every acknowledgement not yet confirmed (returned, with their count)."""
+        if end > self.ledger.committed:
+            # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
+            self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
+            for delivery in self.ledger.commit(end):
+                delivery.ack()
+                self._acknowledged += 1
+                self._unconfirmed.append(delivery)
         waiting, self._unconfirmed = self._unconfirmed, []
         if not waiting:
+            return None
+        return self.consumer.ask(waiting), len(waiting)
+
+    def _await(self, asked: tuple[SettleQuestion, int] | None, what: str) -> None:
+        """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
+        if asked is None:
             return
-        outcome = self.consumer.confirm(waiting, ACK_CONFIRM_WAIT)
+        question, count = asked
+        outcome = question.wait(ACK_CONFIRM_WAIT)
         if outcome.complete:
             return
         log.warning(
@@ -273,7 +284,7 @@ class SourceDriver:
             "get it delivers again, and the source drops it by id as a copy of a committed one",
             what,
             outcome.confirmed,
-            len(waiting),
+            count,
             outcome.lost,
             outcome.unconfirmed,
             ACK_CONFIRM_WAIT,
@@ -286,7 +297,7 @@ class SourceDriver:
         Only uncommitted deliveries stay unacknowledged: the brokers redeliver them.
         """
         try:
-            self._confirm("closing")
+            self._await(self._acknowledge(self.ledger.committed), "closing")
         finally:
             self.consumer.close()
 
