@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from failover_client._clock import Clock
+from failover_client._errors import BrokerUnavailable
 from failover_client.adapter import Session, Syncing
 from failover_client.engine._slot import Slot
 from failover_client.engine._state import ConnectionState
@@ -97,7 +98,8 @@ class SettleQuestion:
         self._unsupported: set[int] = set()
         for key, slot in self._slots.items():
             if not state.call(slot, self._asking(key)):
-                self._waiting.answer(key, slot.cause or ConnectionError("session ended"))
+                ended = BrokerUnavailable("session ended before the question", broker=slot.broker)
+                self._waiting.answer(key, slot.cause or ended)
 
     def _asking(self, key: int) -> Callable[[Session], None]:
         def sync(session: Session) -> None:

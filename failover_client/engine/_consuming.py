@@ -111,7 +111,8 @@ class Consuming:
         ACKs, over AMQP 1.0 the dispositions written to the socket. Returns the counts by
         outcome (:class:`~failover_client.SettleConfirmation`); never raises
         for a session that ended or did not answer, it counts those as ``lost`` /
-        ``unconfirmed``.
+        ``unconfirmed``. Acknowledgements held by a ``close`` or ``drain`` under way are
+        written when it ends: ask after it.
         """
         seconds = check_timeout(timeout, name="timeout")
         return self.ask_settled(messages).wait(seconds)
