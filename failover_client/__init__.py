@@ -71,6 +71,7 @@ if _TYPE_CHECKING:
         TopologySourceFailed,
         TopologyTruncated,
     )
+    from failover_client.engine._acksync import SettleConfirmation, SettleQuestion
     from failover_client.engine._connection import MESSAGE_ID_HEADER, FailoverTarget
     from failover_client.engine._connection import FailoverConnection as _EngineConnection
     from failover_client.engine._dedup import Deduplicator
@@ -146,6 +147,8 @@ __all__ = [
     "SendRejected",
     "SendTimeout",
     "SessionDeaf",
+    "SettleConfirmation",
+    "SettleQuestion",
     "StandbyConnected",
     "StandbyLost",
     "Subscription",
@@ -197,6 +200,8 @@ _LAZY: dict[str, str] = {
     "TopologyTruncated": "failover_client._events",
     "FailoverTarget": "failover_client.engine._connection",
     "MESSAGE_ID_HEADER": "failover_client.engine._connection",
+    "SettleConfirmation": "failover_client.engine._acksync",
+    "SettleQuestion": "failover_client.engine._acksync",
     "Deduplicator": "failover_client.engine._dedup",
     "Health": "failover_client.engine._health",
     "SubscriptionHealth": "failover_client.engine._health",

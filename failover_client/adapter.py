@@ -37,7 +37,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from failover_client.uri import BrokerAddress
 
@@ -51,6 +51,7 @@ __all__ = [
     "Session",
     "SessionListener",
     "SubscriptionSpec",
+    "Syncing",
 ]
 
 _log = logging.getLogger("failover_client")
@@ -206,6 +207,28 @@ class Session(Protocol):
 
     def close(self) -> None:
         """Close politely if possible; never raises; idempotent."""
+
+
+@runtime_checkable
+class Syncing(Protocol):
+    """A session that can confirm that the broker took every frame written before.
+
+    Optional: the engine asks ``isinstance(session, Syncing)``, and a session without it
+    cannot confirm its acknowledgements (the caller is told so). What it is for: an ``ack`` is
+    fire-and-forget, and a process that ends (or a socket closed with unread data, which the
+    kernel ends with a reset) right after writing acknowledgements can lose the ones the broker
+    had not read yet, so the broker delivers those messages again.
+    """
+
+    def sync(self, on_confirm: ConfirmCallback) -> None:
+        """Call ``on_confirm(None)`` once the broker took every frame written before this call.
+
+        STOMP: a frame with a receipt behind them (a broker handles one connection's frames in
+        order, so its RECEIPT confirms everything before); AMQP 1.0, whose settlements have no
+        answer: once they are written to the socket. ``on_confirm`` gets the loss cause if the
+        session ends first. Raises :class:`~failover_client.BrokerUnavailable` (and never
+        calls ``on_confirm``) when the session is already closed or lost.
+        """
 
 
 class Cancel:

@@ -25,10 +25,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -41,7 +37,7 @@ import pytest
 
 from failover_client import MESSAGE_ID_HEADER, FailoverConnection, Message
 from failover_client.testing.brokers import Cluster
-from failover_client.testing.spark import SparkSessions, StandaloneCluster
+from failover_client.testing.spark import DriverJob, SparkSessions, StandaloneCluster
 
 pytestmark = pytest.mark.integration
 
@@ -114,74 +110,27 @@ JOB = textwrap.dedent(
 )
 
 
-class Job:
-    """The driver in a process group of its own; what it prints is collected line by line."""
+class Job(DriverJob):
+    """The driver in a process group of its own, read for what this job's script prints."""
 
     def __init__(self, script: Path, log: Path, *args: str) -> None:
-        self._cond = threading.Condition()
-        self.lines: list[str] = []
-        self.ended = False
-        self.log = log
-        with log.open("w") as errors:
-            self.process = subprocess.Popen(
-                [sys.executable, str(script), *args],
-                stdout=subprocess.PIPE,
-                stderr=errors,
-                text=True,
-                start_new_session=True,
-            )
-        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
-        self._pump_thread.start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        with self.process.stdout:
-            for line in self.process.stdout:
-                with self._cond:
-                    self.lines.append(line.strip())
-                    self._cond.notify_all()
-        with self._cond:
-            self.ended = True
-            self._cond.notify_all()
-
-    def wait_line(self, matches: Callable[[str], bool], timeout: float = WAIT) -> str | None:
-        """The first line so far or to come that ``matches`` (None if the job ended or the
-        wait ran out)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self.ended or any(map(matches, self.lines)), timeout)
-            return next(filter(matches, self.lines), None)
-
-    def tail(self, lines: int = 40) -> str:
-        """What the driver printed, and the end of its log, for a failure report."""
-        with self._cond:
-            printed = list(self.lines)
-        logged = self.log.read_text(errors="replace").splitlines()[-lines:]
-        return "\n".join([*printed[-lines:], "--- driver log", *logged])
+        super().__init__(script, *args, log=log)
 
     def app_id(self) -> str:
-        line = self.wait_line(lambda text: text.startswith("app "))
+        line = self.wait_line(lambda text: text.startswith("app "), WAIT)
         assert line is not None, f"the driver did not start:\n{self.tail()}"
         return line.split()[1]
 
     def idle(self) -> bool:
         """The query's last word is that a trigger found nothing new (Spark reports an idle
         query with ``onQueryIdle``, not with empty progress)."""
-        with self._cond:
-            said = [line for line in self.lines if line == "idle" or line.startswith("batch ")]
+        said = [line for line in self.printed() if line == "idle" or line.startswith("batch ")]
         return bool(said) and said[-1] == "idle"
 
     def batches(self) -> list[tuple[int, int]]:
         """(batch id, input rows) of every progress so far."""
-        with self._cond:
-            rows = [line.split() for line in self.lines if line.startswith("batch ")]
+        rows = [line.split() for line in self.printed() if line.startswith("batch ")]
         return [(int(batch), int(count)) for _, batch, count in rows]
-
-    def kill(self) -> None:
-        """SIGKILL the driver's process group: the Python driver, its JVM, their children."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=60)
-        self._pump_thread.join(timeout=60)
 
 
 class Producer(threading.Thread):
@@ -322,7 +271,9 @@ def test_busy_pipeline_survives_every_kill_with_nothing_lost_or_left(
         # A warm-up batch first: the first batch of an application starts the executors'
         # Python workers (a minute on a loaded machine), which is not the load under test.
         src2.send(source_queue, WARM_UP)
-        moving = first.wait_line(lambda line: line.startswith("batch ") and line.split()[2] != "0")
+        moving = first.wait_line(
+            lambda line: line.startswith("batch ") and line.split()[2] != "0", WAIT
+        )
         assert moving, first.tail()
         producer.start()
         assert wait_until(lambda: producer.offered >= RATE or not producer.is_alive())

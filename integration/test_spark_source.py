@@ -15,14 +15,8 @@ after a driver SIGKILL and a restart nothing is lost and no message comes back i
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import json
-import os
-import queue
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import uuid
@@ -38,6 +32,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from failover_client.spark import FORMAT
 from failover_client.spark._spool import SPOOL_DIRECTORY
 from failover_client.testing.brokers import Cluster, allocate_ports
+from failover_client.testing.spark import DriverJob
 
 pytestmark = pytest.mark.integration
 
@@ -226,46 +221,9 @@ JOB = textwrap.dedent(
 )
 
 
-class Job:
-    """The query in a process group of its own; its output lines arrive on a queue."""
-
-    def __init__(self, script: Path, *args: str) -> None:
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.process = subprocess.Popen(
-            [sys.executable, str(script), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
-        self._pump_thread.start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        with self.process.stdout:
-            for line in self.process.stdout:
-                self.lines.put(line.strip())
-        self.lines.put(None)
-
-    def batch_lines(self) -> Iterator[str]:
-        """The job's ``batch ...`` lines as they come (ends if it exits or goes quiet)."""
-        while True:
-            try:
-                line = self.lines.get(timeout=WAIT)
-            except queue.Empty:
-                return
-            if line is None:
-                return
-            if line.startswith("batch "):
-                yield line
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group: the Python driver, its JVM, their children."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=60)
-        self._pump_thread.join(timeout=60)
+def batch_lines(job: DriverJob) -> Iterator[str]:
+    """The job's ``batch ...`` lines as they come (ends if it exits or goes quiet for WAIT)."""
+    return (line for line in job.follow(WAIT) if line.startswith("batch "))
 
 
 def outputs(directory: Path) -> dict[str, list[list[str]]]:
@@ -284,9 +242,9 @@ def test_driver_killed_and_restarted_loses_nothing_and_replays_nothing(
     out.mkdir()
     args = (broker.uri(), unique_queue, str(tmp_path / "checkpoint"), str(out))
 
-    job = Job(script, *args)
+    job = DriverJob(script, *args)
     try:
-        for line in job.batch_lines():
+        for line in batch_lines(job):
             if int(line.split()[1]) >= 3:
                 break
         else:
@@ -299,9 +257,9 @@ def test_driver_killed_and_restarted_loses_nothing_and_replays_nothing(
     def all_there() -> bool:
         return len({body for rows in outputs(out).values() for _, body in rows}) == total
 
-    job = Job(script, *args)
+    job = DriverJob(script, *args)
     try:
-        for _ in job.batch_lines():
+        for _ in batch_lines(job):
             if all_there():
                 break
     finally:

@@ -60,6 +60,8 @@ EXPECTED = {
     "ReconnectSchedule",
     "ReconnectWarning",
     "SessionDeaf",
+    "SettleConfirmation",
+    "SettleQuestion",
     "SubscriptionHealth",
     "ScheduleRun",
     "SendFailure",

@@ -19,7 +19,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StringType, StructField, StructType
 
-from failover_client import AllBrokersFailed, FailoverConnection, GaveUp, SubscriptionRefused
+from failover_client import (
+    AllBrokersFailed,
+    FailoverConnection,
+    GaveUp,
+    SettleConfirmation,
+    SubscriptionRefused,
+)
 from failover_client.spark import SparkOptionError, source_options
 from failover_client.spark._consumer import Consumer, open_connection, spooled, timestamp_ms
 from failover_client.spark._driver import SourceDriver
@@ -70,6 +76,8 @@ class ScriptedConsumer:
     def __init__(self) -> None:
         self.queued: collections.deque[Delivery] = collections.deque()
         self.takes: list[tuple[int | None, float]] = []
+        self.calls: list[str] = []
+        """What the driver asked: ``take``, ``ask <n>`` (confirm n acks), ``wait <n>``."""
         self.closed = False
 
     def push(self, *items: Delivery) -> None:
@@ -84,6 +92,7 @@ class ScriptedConsumer:
         whole: bool = True,
     ) -> list[Delivery]:
         self.takes.append((limit, timeout))
+        self.calls.append("take")
         count = len(self.queued) if limit is None else min(limit, len(self.queued))
         taken: list[Delivery] = []
         size = 0
@@ -107,8 +116,24 @@ class ScriptedConsumer:
     def wait_delivery(self, timeout: float) -> bool:
         return bool(self.queued)
 
+    def ask(self, messages: list[Delivery]) -> Answered:
+        self.calls.append(f"ask {len(messages)}")
+        return Answered(self, len(messages))
+
     def close(self) -> None:
         self.closed = True
+
+
+class Answered:
+    """A confirmation question every broker answers at once."""
+
+    def __init__(self, consumer: ScriptedConsumer, count: int) -> None:
+        self.consumer = consumer
+        self.count = count
+
+    def wait(self, timeout: float | None) -> SettleConfirmation:
+        self.consumer.calls.append(f"wait {self.count}")
+        return SettleConfirmation(confirmed=self.count)
 
 
 def source(tmp_path: Path, **extra: str):
@@ -235,6 +260,23 @@ def test_the_next_plan_acknowledges_up_to_its_start(tmp_path: Path) -> None:
     # stream plans nothing. The start offset of its next latestOffset says batch 0 committed.
     assert driver.latest(2, None) == 2
     assert [d.acks for d in first] == [1, 1]
+
+
+def test_a_plan_asks_for_the_acks_confirmation_spools_then_waits_for_it(tmp_path: Path) -> None:
+    consumer = ScriptedConsumer()
+    driver = driver_on(tmp_path, consumer)
+    consumer.push(*deliveries("a", "b"))
+    assert driver.latest(0, 10) == 2
+    consumer.push(*deliveries("c"))
+    consumer.calls.clear()
+    # Batch 0's two acks are asked for first, the broker confirms them while batch 1 is
+    # taken and spooled, and the plan returns only after the answer.
+    assert driver.latest(2, 10) == 3
+    assert consumer.calls == ["ask 2", "take", "wait 2"]
+    # Spark's own commit of batch 0 afterwards finds nothing left to confirm.
+    consumer.calls.clear()
+    driver.commit(2)
+    assert consumer.calls == []
 
 
 def test_without_a_start_offset_the_planned_batch_is_taken_as_committed(tmp_path: Path) -> None:

@@ -690,3 +690,39 @@ def test_no_heart_beat_once_close_has_begun() -> None:
     assert len([f for f in h.transport.frames if f[0] == "<beat>"]) == 1
     session._state.phase = "open"
     session.close()
+
+
+# --- sync: the broker took every frame before ---------------------------------------------------
+
+
+def test_sync_writes_an_empty_transaction_with_a_receipt_behind_the_acks() -> None:
+    h = Harness()
+    session = h.connect()
+    h.transport.play(
+        "message",
+        {"destination": "/queue/a", "message-id": "m1", "subscription": "s1", "ack": "a1"},
+    )
+    outcomes: list[BaseException | None] = []
+    session.ack(h.listener.messages[0])
+    session.sync(outcomes.append)
+    assert [(f[0], f[1]) for f in h.transport.frames] == [
+        ("ACK", {"id": "a1"}),
+        ("BEGIN", {"transaction": "sync-fc-1"}),
+        ("ABORT", {"transaction": "sync-fc-1", "receipt": "fc-1"}),
+    ]
+    assert outcomes == []
+    h.transport.play("receipt", {"receipt-id": "fc-1"})
+    assert outcomes == [None]
+    assert session.outstanding == 0
+
+
+def test_a_sync_the_broker_never_answered_fails_with_the_loss() -> None:
+    h = Harness()
+    session = h.connect()
+    outcomes: list[BaseException | None] = []
+    session.sync(outcomes.append)
+    h.transport.play("disconnected")
+    assert [type(e) for e in outcomes] == [BrokerUnavailable]
+    with pytest.raises(BrokerUnavailable, match="session was lost"):
+        session.sync(outcomes.append)
+    assert len(outcomes) == 1

@@ -331,6 +331,25 @@ class AmqpSession:
         if self._live():
             self._events.incoming.settle_all(queued)
 
+    def sync(self, on_confirm: ConfirmCallback) -> None:
+        """``on_confirm(None)`` once the settlements asked before this call are on the socket.
+
+        AMQP 1.0 answers no settlement, so this is as far as a client can know: the call
+        posted here runs on the container thread after the one that settles what was queued
+        (``_settle``), and its answer is told after the container wrote what proton had to
+        send (``write_now``, then ``on_reactor_quiesced``). Raises
+        :class:`BrokerUnavailable` when the session is closed or lost.
+        """
+        state = self._state
+        token = state.book.add(on_confirm)
+        if token is None:
+            raise state.dead_error()
+        try:
+            self._post(self._when_open(lambda: state.book.decide(token, None)))
+        except BrokerUnavailable:
+            if state.book.discard(token):
+                raise
+
     def private_destination(self, name: str) -> tuple[str, Mapping[str, str]]:
         """A destination only this session reads (see :meth:`Session.private_destination`).
 

@@ -1,4 +1,4 @@
-"""The consuming half of the public API: ``subscribe`` and ``drain``.
+"""The consuming half of the public API: ``subscribe``, ``drain``, ``confirm_settled``.
 
 A mixin of :class:`~failover_client.engine._connection.FailoverConnection` (kept apart so that
 module stays one screenful per concept); the work is :class:`~failover_client.engine._consumers.
@@ -8,24 +8,29 @@ Consumers`'.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
+from failover_client._clock import Clock
 from failover_client.adapter import AckMode
+from failover_client.engine._acksync import SettleConfirmation, SettleQuestion, ask_settled
 from failover_client.engine._arguments import check_subscribe, check_timeout
 from failover_client.engine._consumers import Consumers
 from failover_client.engine._lifetime import ProcessGuard
-from failover_client.engine._subscriptions import Handler, Subscription
+from failover_client.engine._state import ConnectionState
+from failover_client.engine._subscriptions import Handler, Message, Subscription
 from failover_client.uri import FailoverOptions
 
 __all__ = ["Consuming"]
 
 
 class Consuming:
-    """``subscribe`` and ``drain`` of a failover connection."""
+    """``subscribe``, ``drain`` and ``confirm_settled`` of a failover connection."""
 
     _guard: ProcessGuard
     _consumers: Consumers
     _options: FailoverOptions
+    _state: ConnectionState
+    _clock: Clock
 
     # --- subscriptions -----------------------------------------------------------------------
 
@@ -92,3 +97,28 @@ class Consuming:
         self._guard.check()
         seconds = check_timeout(timeout, name="timeout")
         self._consumers.stop(math.inf if seconds is None else seconds, reason="drain", forget=True)
+
+    def confirm_settled(
+        self, messages: Iterable[Message], timeout: float | None
+    ) -> SettleConfirmation:
+        """Wait up to ``timeout`` seconds (None: no limit) until the brokers have the
+        settlements (acknowledgements, rejections) of ``messages``.
+
+        Call it after ``ack()`` (or ``nack()``) of each: an acknowledgement is written without
+        an answer, and one still on its way when the process ends, or when its connection is
+        reset, is lost (the broker delivers the message again). Each session that delivered
+        one of them confirms every frame written on it so far: over STOMP a RECEIPT behind the
+        ACKs, over AMQP 1.0 the dispositions written to the socket. Returns the counts by
+        outcome (:class:`~failover_client.SettleConfirmation`); never raises
+        for a session that ended or did not answer, it counts those as ``lost`` /
+        ``unconfirmed``. Acknowledgements held by a ``close`` or ``drain`` under way are
+        written when it ends: ask after it.
+        """
+        seconds = check_timeout(timeout, name="timeout")
+        return self.ask_settled(messages).wait(seconds)
+
+    def ask_settled(self, messages: Iterable[Message]) -> SettleQuestion:
+        """:meth:`confirm_settled` in two steps: ask now, ``wait(timeout)`` on the answer later
+        (the brokers work through the frames meanwhile)."""
+        self._guard.check()
+        return ask_settled(self._state, self._clock, messages)

@@ -26,6 +26,7 @@ from failover_client import (
     FailoverConnection,
     GaveUp,
     Message,
+    SettleQuestion,
     Subscription,
     SubscriptionFailed,
     SystemClock,
@@ -201,6 +202,10 @@ class Consumer:
         """Deliveries received and not yet taken."""
         with self._lock:
             return len(self._buffer)
+
+    def ask(self, messages: Sequence[Message]) -> SettleQuestion:
+        """Ask the brokers to confirm the acknowledgements of ``messages``; ``wait`` on it."""
+        return self._connection.ask_settled(messages)
 
     @property
     def connection(self) -> FailoverConnection:

@@ -10,7 +10,11 @@ this order for micro-batch N (measured, see SPARK.md)::
 so :meth:`SourceDriver.latest` spools the buffered deliveries (how many, and whether it waits
 for them, is :class:`~failover_client.spark._pacing.Pacer`'s call) (each batch's file is written
 *before* its end offset leaves this process) and :meth:`SourceDriver.commit` acknowledges them
-once Spark committed. Two details of the API shape the rest:
+once Spark committed, and returns only once the brokers confirmed they have those
+acknowledgements (or :data:`ACK_CONFIRM_WAIT` passed, with a warning): Spark may end this
+process right after its last commit (``Trigger.AvailableNow`` does), and an ACK still in a
+socket buffer then is lost, so the next run would get those messages again. Two details of the
+API shape the rest:
 
 * an idle stream never commits its last batch (commit(N) waits for batch N+1), so the start
   offset of every ``latestOffset`` call is taken as committed too: Spark passes the end of
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from failover_client import Clock, Message, SystemClock
+from failover_client import Clock, Message, SettleQuestion, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
 from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
@@ -35,7 +39,7 @@ from failover_client.spark._pacing import Pacer, Step
 from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
-__all__ = ["DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
+__all__ = ["ACK_CONFIRM_WAIT", "DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
 
 log = logging.getLogger("failover_client.spark")
 
@@ -44,6 +48,13 @@ DEPTH_WAIT = 5.0
 
 DEPTH_REFRESH = 1.0
 """Seconds between the queue-depth questions behind the progress's lag figures."""
+
+ACK_CONFIRM_WAIT = 30.0
+"""How long a commit (and ``close``) waits for the brokers to confirm its acknowledgements.
+
+A broker handles a batch's ACKs in well under a second; past this it is hung or cut off, and
+the commit returns with a warning rather than hold the query (the acknowledgements may still
+arrive; if not, the broker redelivers those messages and the ledger drops them by id)."""
 
 
 class SourceDriver:
@@ -65,6 +76,9 @@ class SourceDriver:
         self._clock = clock or SystemClock()
         self._pacer = Pacer(options, self._clock)
         self._acknowledged = 0
+        self._unconfirmed: list[Message] = []
+        """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
+        arrival), confirmed with the next commit or at close."""
         self._depth_asked: float | None = None
         state = spool.state()
         self.ledger: AckLedger[Message] = AckLedger(
@@ -103,23 +117,27 @@ class SourceDriver:
         ``start`` is what Spark passes on 4.2+ (None on 4.0/4.1), ``limit`` the most new
         messages to take (None: Spark's ``ReadAllAvailable``).
         """
-        if start is not None:
-            if start > self._position:
-                raise self._gap(start)
-            self.commit(start)
-            if self._position > start:
+        if start is not None and start > self._position:
+            raise self._gap(start)
+        committed = start if start is not None else self._planned_end
+        # The batch before is acknowledged first (the broker's window opens for the next),
+        # and its confirmation awaited last: the broker works through the ACKs while this
+        # batch is spooled.
+        asked = None if committed is None else self._acknowledge(committed)
+        try:
+            if start is not None and self._position > start:
                 # Spooled but never planned (the driver died between the spool write and
                 # Spark's offset log): that range is the next batch, as it is.
                 return self._position
-        elif self._planned_end is not None:
-            self.commit(self._planned_end)
-        # A batch held back takes nothing: a connection that gave up must still fail it.
-        self.consumer.check()
-        step = self._pacer.step(self._position, limit, self.consumer.buffered())
-        if step is not None:
-            received = self._spool_new(step)
-            self._pacer.planned(self._position, received, step)
-        return self._position
+            # A batch held back takes nothing: a connection that gave up must still fail it.
+            self.consumer.check()
+            step = self._pacer.step(self._position, limit, self.consumer.buffered())
+            if step is not None:
+                received = self._spool_new(step)
+                self._pacer.planned(self._position, received, step)
+            return self._position
+        finally:
+            self._await(asked, f"the commit of offsets below {committed}")
 
     def prepare_available_now(self) -> None:
         """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
@@ -204,6 +222,7 @@ class SourceDriver:
         for delivery in admission.ack_now:
             delivery.ack()
         self._acknowledged += len(admission.ack_now)
+        self._unconfirmed += admission.ack_now
         if admission.ack_now or admission.held:
             log.info(
                 "failover source: %d redelivered messages were spooled before (%d committed, "
@@ -230,18 +249,57 @@ class SourceDriver:
         return batches
 
     def commit(self, end: int) -> None:
-        """Spark committed every offset below ``end``: record it, then acknowledge."""
-        if end <= self.ledger.committed:
+        """Spark committed every offset below ``end``: record it, acknowledge, await the brokers.
+
+        Returns once the brokers confirmed the acknowledgements (see the module docstring).
+        """
+        self._await(self._acknowledge(end), f"the commit of offsets below {end}")
+
+    def _acknowledge(self, end: int) -> tuple[SettleQuestion, int] | None:
+        """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
+        confirm every acknowledgement not yet confirmed (returned, with their count)."""
+        if end > self.ledger.committed:
+            # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
+            self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
+            for delivery in self.ledger.commit(end):
+                delivery.ack()
+                self._acknowledged += 1
+                self._unconfirmed.append(delivery)
+        waiting, self._unconfirmed = self._unconfirmed, []
+        if not waiting:
+            return None
+        return self.consumer.ask(waiting), len(waiting)
+
+    def _await(self, asked: tuple[SettleQuestion, int] | None, what: str) -> None:
+        """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
+        if asked is None:
             return
-        # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
-        self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
-        for delivery in self.ledger.commit(end):
-            delivery.ack()
-            self._acknowledged += 1
+        question, count = asked
+        outcome = question.wait(ACK_CONFIRM_WAIT)
+        if outcome.complete:
+            return
+        log.warning(
+            "failover source: %s: the brokers confirmed %d of %d acknowledgements; %d went with "
+            "a lost connection, %d are unconfirmed after %.0f s (%s). What a broker did not "
+            "get it delivers again, and the source drops it by id as a copy of a committed one",
+            what,
+            outcome.confirmed,
+            count,
+            outcome.lost,
+            outcome.unconfirmed,
+            ACK_CONFIRM_WAIT,
+            "; ".join(outcome.causes),
+        )
 
     def close(self) -> None:
-        """Stop consuming; nothing is acknowledged (the brokers redeliver what was not)."""
-        self.consumer.close()
+        """Stop consuming, once the acknowledgements already written are confirmed.
+
+        Only uncommitted deliveries stay unacknowledged: the brokers redeliver them.
+        """
+        try:
+            self._await(self._acknowledge(self.ledger.committed), "closing")
+        finally:
+            self.consumer.close()
 
     def _gap(self, offset: int) -> SpoolGap:
         return SpoolGap(

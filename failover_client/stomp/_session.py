@@ -280,6 +280,28 @@ class StompSession:
         """NACK ``message``: the broker redelivers it or moves it to its dead-letter queue."""
         self._outbound.write("NACK", ack_headers(self._state.version, message), None)
 
+    def sync(self, on_confirm: ConfirmCallback) -> None:
+        """``on_confirm(None)`` once the broker handled every frame written before this call.
+
+        Written as an empty transaction, ``BEGIN`` then ``ABORT`` with a receipt: a frame every
+        STOMP broker answers without touching a queue (an ACK carries no receipt of its own
+        here, and a session may have no message left to acknowledge). A broker handles one
+        connection's frames in order, so the RECEIPT means every ACK before was handled.
+        Raises :class:`BrokerUnavailable` when the session is closed or lost.
+        """
+        state = self._state
+        receipt = state.receipts.add(on_confirm)
+        if receipt is None:
+            raise state.dead_error()
+        transaction = f"sync-{receipt}"
+        try:
+            self._outbound.write("BEGIN", {"transaction": transaction}, None)
+            self._outbound.write("ABORT", {"transaction": transaction, "receipt": receipt}, None)
+        except BrokerUnavailable:
+            if state.receipts.discard(receipt):
+                raise
+            # As in send(): the loss already failed this confirmation through on_confirm.
+
     def release(self, message: Received) -> None:
         """Hand ``message`` back unhandled, for redelivery, not counted as a failed delivery.
 

@@ -98,6 +98,10 @@ class FakeSession:
         self.releases: list[Received] = []
         self._subscribing: dict[str, ConfirmCallback] = {}
         """Subscriptions not yet confirmed or refused (without ``auto_confirm``)."""
+        self.syncs: list[int] = []
+        """For each :meth:`sync` asked, how many acks and nacks had been written before it."""
+        self._syncing: list[ConfirmCallback] = []
+        """Syncs not yet confirmed (without ``auto_confirm``): :meth:`confirm_syncs`."""
         self.alive = True
         """False once killed or closed."""
         self.closed = False
@@ -202,6 +206,17 @@ class FakeSession:
         self._notify()
         self._send(ready)
 
+    def sync(self, on_confirm: ConfirmCallback) -> None:
+        """Record the sync; confirmed at once with ``auto_confirm``, else by the test."""
+        with self._lock:
+            self._check_alive()
+            self.syncs.append(len(self.acks) + len(self.nacks))
+            if not self.auto_confirm:
+                self._syncing.append(on_confirm)
+        self._notify()
+        if self.auto_confirm:
+            on_confirm(None)
+
     def _settle_locked(self, message: Received, *, cumulative: bool) -> list[Received]:
         """Settle ``message`` (and, ``client`` mode, the earlier ones); what may go now."""
         subscription_id = message.subscription_id
@@ -294,6 +309,8 @@ class FakeSession:
         ]
         callbacks.extend((c, True) for c in self._subscribing.values())
         self._subscribing.clear()
+        callbacks.extend((c, False) for c in self._syncing)
+        self._syncing.clear()
         return callbacks
 
     # --- the test's side ----------------------------------------------------------------------
@@ -411,6 +428,15 @@ class FakeSession:
             self._check_alive()
         self.listener.on_brokers(self, advertised)
         return advertised
+
+    def confirm_syncs(self) -> int:
+        """Confirm every sync waiting (the broker read what came before); returns how many."""
+        with self._lock:
+            waiting, self._syncing = self._syncing, []
+        for callback in waiting:
+            callback(None)
+        self._notify()
+        return len(waiting)
 
     def kill(self, cause: BaseException | None = None, *, never_read: Iterable[str] = ()) -> None:
         """Simulate losing the broker, as a real adapter reports it.

@@ -66,6 +66,7 @@ from failover_client.adapter import (
     Received,
     Session,
     SubscriptionSpec,
+    Syncing,
 )
 from failover_client.testing._config_contract import ConfigurationContract, ConnectorFactory
 from failover_client.testing._contract_listener import ContractListener
@@ -403,6 +404,34 @@ class AdapterContract(ConfigurationContract, FlowControlContract):
             # Confirmations come in order on one connection: a send confirmed after the ack
             # shows the broker took the ack without ending the session.
             self._send(target, session, listener, 1)
+            assert listener.wait_for(lambda: 1 in listener.confirmations, target.safety)
+            assert listener.confirmations == {0: [None], 1: [None]}
+            session.unsubscribe(spec.id)
+        finally:
+            session.close()
+        assert listener.lost == []
+
+    def test_a_sync_behind_an_ack_is_confirmed(self, contract_target: ContractTarget) -> None:
+        """An adapter with :class:`~failover_client.adapter.Syncing` confirms the frames
+        written before a ``sync`` (an ack here) and keeps the session."""
+        target = contract_target
+        listener = ContractListener()
+        session = self._connect(target, listener)
+        try:
+            if not isinstance(session, Syncing):
+                pytest.skip(f"{type(session).__name__} does not implement adapter.Syncing")
+            spec = SubscriptionSpec(
+                "contract-sync",
+                target.destination,
+                ack="client-individual",
+                headers=target.subscription_headers,
+            )
+            session.subscribe(spec, listener.confirmation(0))
+            assert listener.wait_for(lambda: 0 in listener.confirmations, target.safety)
+            target.publish(target.destination, b"contract-sync")
+            assert listener.wait_for(lambda: bool(listener.messages), target.safety)
+            session.ack(listener.messages[0])
+            session.sync(listener.confirmation(1))
             assert listener.wait_for(lambda: 1 in listener.confirmations, target.safety)
             assert listener.confirmations == {0: [None], 1: [None]}
             session.unsubscribe(spec.id)

@@ -14,7 +14,9 @@ Faults from inside a task, at a chosen row, on the first attempt only (wrap them
 :class:`FailFirstAttempt` raises there, :class:`NullOnFirstAttempt` nulls the value there
 (failing the sink downstream exactly at that row), :class:`Tripwire` runs a callback in the
 test process there (kill a broker mid-partition). :class:`LoopbackS3` is an S3-compatible
-server on loopback for jobs that checkpoint on ``s3a://``.
+server on loopback for jobs that checkpoint on ``s3a://``. :class:`DriverJob` runs a driver
+script in a process group of its own (one SIGKILL ends it with its JVM) and collects what it
+prints.
 
 The pytest fixtures are in :mod:`failover_client.testing.spark_fixtures`. Importing this
 package needs no PySpark; building a session or a cluster does (the ``spark`` extra), and a
@@ -30,6 +32,7 @@ from failover_client.testing.spark._faults import (
     Trip,
     Tripwire,
 )
+from failover_client.testing.spark._job import DriverJob
 from failover_client.testing.spark._s3 import LoopbackS3
 from failover_client.testing.spark._session import (
     LOCAL_MASTER,
@@ -48,6 +51,7 @@ from failover_client.testing.spark._standalone import (
 
 __all__ = [
     "LOCAL_MASTER",
+    "DriverJob",
     "FailFirstAttempt",
     "InjectedFailure",
     "LoopbackS3",
