@@ -29,6 +29,7 @@ from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._events import Listener
+from failover_client._lazy import shared_random
 from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
@@ -146,7 +147,7 @@ class FailoverConnection(Consuming, Observing):
         options = options or parsed_options
         if heartbeat is not None:
             options = options.replace(heartbeat=heartbeat)
-        self._rng = rng or random.Random()
+        self._rng = rng or shared_random()
         self._client_id = client_id or options.client_id or f"{self._rng.getrandbits(48):012x}"
         self._options = options
         self._clock: Clock = clock or SystemClock()

@@ -36,6 +36,7 @@ from failover_client._events import (
     PriorityRestored,
     Rebalanced,
 )
+from failover_client._lazy import LazyEvent
 from failover_client.engine._backoff import Backoff
 from failover_client.engine._canary import Canary
 from failover_client.engine._decide import (
@@ -118,9 +119,9 @@ class ReconnectLoop:
         )
         self._probe_struck: set[str] = set()
         self._duplicates = DuplicateNotice(options)
-        self.first_outcome = threading.Event()
+        self.first_outcome: threading.Event = LazyEvent()
         """Set once the first connection succeeded or the loop gave up / was closed."""
-        self.on_clock = threading.Event()
+        self.on_clock = LazyEvent()
         """Set once the loop's thread runs on the clock (see :meth:`start`)."""
 
         self._name = name

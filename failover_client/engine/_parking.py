@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator
 from typing import Protocol
 
 from failover_client._clock import Clock
+from failover_client._lazy import LazyEvent
 
 __all__ = ["Cancellable", "Parking", "Schedule", "WakeEvent"]
 
@@ -44,7 +45,7 @@ Schedule = Callable[[float, Callable[[float], "float | None"]], Cancellable]
 the callback gets the time and returns when to run again, or None)."""
 
 
-class WakeEvent(threading.Event):
+class WakeEvent(LazyEvent):
     """The reconnect loop's wake-up: a :class:`threading.Event` that also tells a parked loop.
 
     ``hook`` (set once, before the loop starts) is called after every ``set``, on the setting

@@ -1,0 +1,99 @@
+"""What an idle connection holds: events without conditions, no per-connection randomness,
+no dispatch queue between clusters of events."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from failover_client import FailoverConnection
+from failover_client._lazy import LazyEvent, shared_random
+from failover_client.engine._dispatch import Dispatcher
+from failover_client.testing import FakeClock, FakeConnector
+
+WAIT = 5.0
+"""Real seconds a test waits for a thread it started (each ends at once when all is well)."""
+
+
+def test_a_lazy_event_is_a_threading_event_that_makes_no_condition_to_set_clear_or_read() -> None:
+    event = LazyEvent()
+    assert isinstance(event, threading.Event)
+    assert not event.is_set()
+    assert not event.wait(0)
+    event.set()
+    assert event.is_set()
+    assert event.wait(0)
+    assert event.wait(None)
+    event.clear()
+    assert not event.is_set()
+    assert event._made is None  # waits that ended let their condition go
+
+
+def test_a_waiter_on_another_thread_is_woken_by_set_and_the_condition_goes_with_it() -> None:
+    event = LazyEvent()
+    with ThreadPoolExecutor(4) as pool:
+        waits = [pool.submit(event.wait, WAIT) for _ in range(4)]
+        event.set()
+        assert all(w.result(WAIT) for w in waits)
+    assert event._made is None
+    assert event._waiters_now == 0
+
+
+def test_set_clear_set_wakes_a_waiter_that_came_after_the_clear() -> None:
+    event = LazyEvent()
+    event.set()
+    event.clear()
+    with ThreadPoolExecutor(1) as pool:
+        waited = pool.submit(event.wait, WAIT)
+        event.set()
+        assert waited.result(WAIT)
+
+
+def test_the_virtual_clock_waits_on_a_lazy_event_and_keeps_its_condition() -> None:
+    clock = FakeClock()
+    event = LazyEvent()
+    with ThreadPoolExecutor(1) as pool:
+        set_in_time = pool.submit(clock.wait, event, 10.0)
+        assert clock.wait_for_waiters(1, timeout=WAIT)
+        event.set()
+        assert set_in_time.result(WAIT) is True
+        event.clear()
+        timed_out = pool.submit(clock.wait, event, 10.0)
+        assert clock.wait_for_waiters(1, timeout=WAIT)
+        clock.advance(10.0)
+        assert timed_out.result(WAIT) is False
+    assert event._made is not None  # read through ``_cond``: kept for the clock's waits
+
+
+def test_connections_not_given_randomness_share_the_process_one() -> None:
+    connector = FakeConnector()
+    first = FailoverConnection("failover:(stomp://a:61613)", connector=connector)
+    second = FailoverConnection("failover:(stomp://b:61613)", connector=connector)
+    assert first._rng is shared_random()
+    assert second._rng is shared_random()
+    assert first._client_id != second._client_id
+
+
+def test_the_dispatcher_keeps_no_queue_condition_or_thread_between_clusters_of_jobs() -> None:
+    dispatcher = Dispatcher("dispatch-test", linger=0.0)
+    assert dispatcher._jobs is None
+    assert dispatcher._more is None
+    dispatcher.start()
+    ran: list[int] = []
+    done = threading.Event()
+    dispatcher.submit(lambda: ran.append(1))
+    dispatcher.submit(done.set)
+    thread = dispatcher.thread
+    assert thread is not None
+    assert done.wait(WAIT)
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    assert dispatcher._jobs is None
+    assert dispatcher._more is None
+    assert dispatcher.thread is None
+    again = threading.Event()
+    dispatcher.submit(again.set)  # the next cluster starts a thread anew
+    assert again.wait(WAIT)
+    dispatcher.stop()
+    dispatcher.join(WAIT)
+    assert ran == [1]
