@@ -97,3 +97,31 @@ def test_the_dispatcher_keeps_no_queue_condition_or_thread_between_clusters_of_j
     dispatcher.stop()
     dispatcher.join(WAIT)
     assert ran == [1]
+
+
+def test_on_the_real_clock_the_reconnect_loop_has_no_thread_between_its_passes() -> None:
+    conn = FailoverConnection("failover:(stomp://a:61613)", connector=FakeConnector())
+    conn.connect(timeout=WAIT)
+    try:
+        assert conn._loop._parking is not None
+        last_pass = conn._loop.thread
+        assert last_pass is not None
+        last_pass.join(WAIT)  # the pass that connected parks, and its thread ends
+        assert not last_pass.is_alive()
+        assert conn.state == "connected"
+    finally:
+        conn.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("failover-client-loop")]
+
+
+def test_on_a_virtual_clock_the_reconnect_loop_keeps_its_thread() -> None:
+    clock = FakeClock(autojump=True)
+    conn = FailoverConnection("failover:(stomp://a:61613)", connector=FakeConnector(), clock=clock)
+    conn.connect(timeout=WAIT)
+    try:
+        assert conn._loop._parking is None
+        thread = conn._loop.thread
+        assert thread is not None
+        assert thread.is_alive()
+    finally:
+        conn.close()

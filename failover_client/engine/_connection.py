@@ -9,8 +9,10 @@ outbox (``_sender``, ``_outbox``), standbys (``_standby``), events and the dispa
 (``_events``, ``_dispatch``), the choice of adapter (``_adapters``). This module wires them
 together and is the application's API.
 
-Threads: a reconnect loop (``failover-client-loop-N``) and, only while events are delivered, a
-dispatch thread (``failover-client-dispatch-N``) per connection, both joined by :meth:`close`,
+Threads: a reconnect loop (``failover-client-loop-N``; on the real clock it runs only during a
+pass, and waits between passes on the process's shared timer, see ``_parking``) and, only while
+events are delivered, a dispatch thread (``failover-client-dispatch-N``), both joined by
+:meth:`close`,
 and one handler worker per callback subscription (``failover-client-N-handler-ID``). None of
 them holds the facade (``_lifetime``): a connection dropped unclosed is closed by its finalizer,
 and a forked child cannot use its parent's connection.
@@ -30,6 +32,7 @@ from typing import ClassVar, Literal
 from failover_client._clock import Clock, SystemClock
 from failover_client._events import Listener
 from failover_client._lazy import shared_random
+from failover_client._timers import timers_for
 from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
@@ -294,6 +297,9 @@ class FailoverConnection(Consuming, Observing):
             if seconds is not None:
                 self._dialer.limit(seconds)
             self._dispatcher.start()
+            # Between passes the loop waits on the shared timer, not on a thread of its own
+            # (engine._parking): an idle connection keeps only its adapter's I/O thread.
+            self._loop.park(timers_for(self._clock).schedule)
             self._loop.start()
             self._topology.start()
         if not self._clock.wait(self._loop.first_outcome, bounded(seconds)):
