@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from failover_client import FailoverConnection
 from failover_client._lazy import LazyEvent, shared_random
 from failover_client.engine._dispatch import Dispatcher
+from failover_client.net._writer import FrameWriter
 from failover_client.testing import FakeClock, FakeConnector
 
 WAIT = 5.0
@@ -104,10 +105,10 @@ def test_on_the_real_clock_the_reconnect_loop_has_no_thread_between_its_passes()
     conn.connect(timeout=WAIT)
     try:
         assert conn._loop._parking is not None
-        last_pass = conn._loop.thread
-        assert last_pass is not None
-        last_pass.join(WAIT)  # the pass that connected parks, and its thread ends
-        assert not last_pass.is_alive()
+        last_pass = conn._loop.thread  # None once the pass that connected has parked
+        if last_pass is not None:
+            last_pass.join(WAIT)  # it parks (connected: nothing to do until a wake-up), and ends
+        assert conn._loop.thread is None
         assert conn.state == "connected"
     finally:
         conn.close()
@@ -125,3 +126,23 @@ def test_on_a_virtual_clock_the_reconnect_loop_keeps_its_thread() -> None:
         assert thread.is_alive()
     finally:
         conn.close()
+
+
+def test_a_writer_makes_its_conditions_only_for_a_backlog_and_drops_the_thread_s_with_it() -> None:
+    written: list[bytes] = []
+    writer = FrameWriter(
+        written.append, on_written=lambda: None, on_failed=lambda exc: None, linger=0.0
+    )
+    writer.start()
+    writer.put(b"inline", urgent=True)  # an idle writer: written on this thread
+    assert writer.flush(WAIT)
+    assert writer._work is None
+    assert writer._progress is None
+    writer.put(b"queued", inline=False)  # a backlog: the writer thread takes it
+    thread = writer.thread
+    assert thread is not None
+    assert writer.flush(WAIT)  # waits (on the progress condition, made then) if still queued
+    thread.join(WAIT)  # linger 0: it ends as soon as nothing is queued
+    assert not thread.is_alive()
+    assert writer._work is None
+    assert written == [b"inline", b"queued"]
