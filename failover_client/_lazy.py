@@ -17,8 +17,12 @@ from __future__ import annotations
 import os
 import random
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["LazyEvent", "shared_random"]
+__all__ = ["LazyCondition", "LazyEvent", "shared_random"]
+
+_T = TypeVar("_T")
 
 _made_lock = threading.Lock()
 """Guards the creation of every LazyEvent's condition and the flag changes that race with it;
@@ -119,3 +123,49 @@ class LazyEvent(threading.Event):
                 self._waiters_now -= 1
                 if not self._waiters_now and not self._pinned:
                     self._made = None
+
+
+class LazyCondition:
+    """A :class:`threading.Condition` (over a reentrant lock) whose waiter queue is made by the
+    first :meth:`wait`: used as a lock and notified while nobody waits, it is just its lock.
+
+    Every method must be called with the lock held (with ``with``), as a Condition's: then the
+    queue is made and read under that lock, and a notify that finds none has nobody to wake.
+    """
+
+    __slots__ = ("_cond", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._cond: threading.Condition | None = None
+
+    def __enter__(self) -> bool:
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def _made(self) -> threading.Condition:
+        if self._cond is None:
+            self._cond = threading.Condition(self._lock)
+        return self._cond
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._made().wait(timeout)
+
+    def wait_for(self, predicate: Callable[[], _T], timeout: float | None = None) -> _T:
+        return self._made().wait_for(predicate, timeout)
+
+    def notify(self, n: int = 1) -> None:
+        if self._cond is not None:
+            self._cond.notify(n)
+
+    def notify_all(self) -> None:
+        if self._cond is not None:
+            self._cond.notify_all()

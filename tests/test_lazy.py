@@ -7,9 +7,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from failover_client import FailoverConnection
-from failover_client._lazy import LazyEvent, shared_random
+from failover_client._clock import SystemClock
+from failover_client._lazy import LazyCondition, LazyEvent, shared_random
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.net._writer import FrameWriter
+from failover_client.stomp._transport import _CONDITIONS, BoundTransport
 from failover_client.testing import FakeClock, FakeConnector
 
 WAIT = 5.0
@@ -146,3 +148,43 @@ def test_a_writer_makes_its_conditions_only_for_a_backlog_and_drops_the_thread_s
     assert not thread.is_alive()
     assert writer._work is None
     assert written == [b"inline", b"queued"]
+
+
+def test_a_lazy_condition_is_a_reentrant_lock_until_someone_waits() -> None:
+    cond = LazyCondition()
+    with cond, cond:  # reentrant, as a Condition over its default RLock
+        cond.notify()
+        cond.notify_all()
+    assert cond._cond is None
+    with cond:
+        assert not cond.wait(0)
+        assert cond.wait_for(lambda: True, 0)
+    assert cond._cond is not None
+    ready: list[bool] = []
+
+    def waiter() -> bool:
+        with cond:
+            return cond.wait_for(lambda: bool(ready), WAIT)
+
+    with ThreadPoolExecutor(1) as pool:
+        woken = pool.submit(waiter)
+        with cond:
+            ready.append(True)
+            cond.notify_all()
+        assert woken.result(WAIT)
+
+
+def test_a_stomp_transport_holds_lazy_conditions_and_a_plain_lock() -> None:
+    transport = BoundTransport(
+        "127.0.0.1",
+        61613,
+        deadline=0.0,
+        clock=SystemClock(),
+        ssl_context=None,
+        server_hostname=None,
+        on_bytes=lambda data: None,
+        on_bad_frame=lambda reason: None,
+    )
+    for name in _CONDITIONS:
+        assert isinstance(getattr(transport, name), LazyCondition)
+    assert type(transport._Transport__socket_semaphore) is type(threading.Lock())
