@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from failover_client import FailoverConnection
 from failover_client._clock import SystemClock
 from failover_client._lazy import LazyCondition, LazyEvent, shared_random
+from failover_client.engine._arguments import resolve_target
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.net._writer import FrameWriter
 from failover_client.stomp._transport import _CONDITIONS, BoundTransport
@@ -75,6 +76,16 @@ def test_connections_not_given_randomness_share_the_process_one() -> None:
     assert first._rng is shared_random()
     assert second._rng is shared_random()
     assert first._client_id != second._client_id
+
+
+def test_equal_targets_resolve_to_one_shared_value_and_others_to_their_own() -> None:
+    uri = "failover:(stomp://a:61613,stomp://b:61613)?randomize=false"
+    first, second = resolve_target(uri), resolve_target(uri)
+    assert first == second
+    assert first is second
+    other = resolve_target("failover:(stomp://a:61613,stomp://b:61613)?randomize=true")
+    assert other[1].randomize is True
+    assert first[1].randomize is False
 
 
 def test_the_dispatcher_keeps_no_queue_condition_or_thread_between_clusters_of_jobs() -> None:
