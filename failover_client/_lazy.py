@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["LazyCondition", "LazyEvent", "shared_random"]
+__all__ = ["LazyCondition", "LazyEvent", "lean_thread", "shared_random"]
 
 _T = TypeVar("_T")
 
@@ -169,3 +169,13 @@ class LazyCondition:
     def notify_all(self) -> None:
         if self._cond is not None:
             self._cond.notify_all()
+
+
+def lean_thread(target: Callable[[], object], name: str) -> threading.Thread:
+    """A daemon :class:`threading.Thread` whose "started" event lets its condition go once
+    :meth:`~threading.Thread.start` has returned (a thread that lives as long as its connection
+    otherwise keeps a 1.2 KiB condition nobody waits on again)."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    if isinstance(getattr(thread, "_started", None), threading.Event):  # CPython 3.11-3.13
+        thread._started = LazyEvent()  # type: ignore[attr-defined]
+    return thread

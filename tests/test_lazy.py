@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from failover_client import FailoverConnection
 from failover_client._clock import SystemClock
-from failover_client._lazy import LazyCondition, LazyEvent, shared_random
+from failover_client._lazy import LazyCondition, LazyEvent, lean_thread, shared_random
 from failover_client.engine._arguments import resolve_target
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.net._writer import FrameWriter
@@ -199,3 +199,18 @@ def test_a_stomp_transport_holds_lazy_conditions_and_a_plain_lock() -> None:
     for name in _CONDITIONS:
         assert isinstance(getattr(transport, name), LazyCondition)
     assert type(transport._Transport__socket_semaphore) is type(threading.Lock())
+
+
+def test_a_lean_thread_runs_and_keeps_no_condition_once_started() -> None:
+    ran = threading.Event()
+    thread = lean_thread(ran.set, "lean-test")
+    assert thread.daemon
+    assert not thread.is_alive()
+    thread.start()
+    assert ran.wait(WAIT)
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    started = thread._started  # type: ignore[attr-defined]
+    assert isinstance(started, LazyEvent)
+    assert started.is_set()
+    assert started._made is None
