@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from failover_client._clock import SystemClock
+from failover_client._timers import Timers, _forget_after_fork, timers_for
 from failover_client.engine._dispatch import Dispatcher
-from failover_client.net._timer import Timers, _forget_after_fork, timers_for
 from failover_client.net._writer import FrameWriter
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatPlan, HeartbeatState
 from failover_client.testing import FakeClock

@@ -25,6 +25,7 @@ import failover_client
 from failover_client._clock import Clock
 from failover_client._errors import SendTimeout
 from failover_client._events import Event
+from failover_client._timers import timers_for
 from failover_client.adapter import AckMode, Connector
 from failover_client.aio._bridge import Fairness, LoopBridge
 from failover_client.aio._consume import AsyncHandler, AsyncSubscription
@@ -46,7 +47,6 @@ from failover_client.engine._pool import AddressMap, PoolView
 from failover_client.engine._sender import UNSET, Unset
 from failover_client.engine._startup import bounded
 from failover_client.engine._topology import TopologySource, UriSourceFactory
-from failover_client.net._timer import timers_for
 from failover_client.uri import BrokerAddress, FailoverOptions
 
 __all__ = ["AsyncFailoverConnection"]

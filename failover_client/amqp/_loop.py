@@ -34,6 +34,8 @@ from proton import Event, Handler
 from proton._reactor import GlobalOverrides, Reactor
 from proton.reactor import Container
 
+from failover_client._lazy import LazyEvent
+
 __all__ = ["ContainerThread", "PlainContainer"]
 
 
@@ -158,7 +160,7 @@ class ContainerThread:
         self.container.selectable(self._mailbox)  # type: ignore[arg-type]
         self._on_crash = on_crash
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.ended = threading.Event()
+        self.ended = LazyEvent()
 
     def start(self) -> None:
         self._thread.start()

@@ -17,6 +17,7 @@ from typing import Literal
 
 from failover_client._clock import Clock
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
+from failover_client._lazy import LazyEvent
 from failover_client.adapter import Session, SessionListener
 from failover_client.amqp._book import Book
 from failover_client.net._completions import dead_error, run_all
@@ -70,7 +71,7 @@ class SessionState:
         self.phase: Phase = "connecting"
         self.lost_cause: BaseException | None = None
         self.cancelled = False
-        self.handshake_done = threading.Event()
+        self.handshake_done = LazyEvent()
         """Set by the broker's open, by a failure during the handshake, or by a cancel."""
         self.handshake_error: ConnectionFailure | None = None
         self.book = Book()

@@ -302,7 +302,28 @@ def resolve_target(
         return tuple(members), FailoverOptions(), ()
     agents = tuple(getattr(target, "agents", ()))
     check_members(target.members)
-    return tuple(target.members), target.options, agents
+    return _shared((tuple(target.members), target.options, agents))
+
+
+_Resolved = tuple[tuple[BrokerAddress, ...], FailoverOptions, tuple[DiscoveryAgent, ...]]
+
+_resolved: dict[_Resolved, _Resolved] = {}
+_RESOLVED_LIMIT = 64
+"""Distinct targets remembered: a process that opens many connections to one group of brokers
+keeps one copy of its (immutable) options, about 2 KiB, rather than one per connection."""
+
+
+def _shared(resolved: _Resolved) -> _Resolved:
+    """An equal result seen before, if any (frozen values: interchangeable), else ``resolved``."""
+    try:
+        found = _resolved.get(resolved)
+    except TypeError:  # an option holding an unhashable value: nothing to share
+        return resolved
+    if found is not None:
+        return found
+    if len(_resolved) < _RESOLVED_LIMIT:
+        return _resolved.setdefault(resolved, resolved)  # atomic: a racing equal one wins
+    return resolved
 
 
 def check_members(members: Iterable[BrokerAddress]) -> None:

@@ -27,7 +27,6 @@ next canary's turn and since when one is owed; the reconnect loop performs its `
 
 from __future__ import annotations
 
-import collections
 import logging
 import random
 import threading
@@ -98,7 +97,9 @@ class Canary:
         self._heard_at = 0.0
         """When the session last heard its canary (or had its subscription confirmed)."""
         self._next_due = 0.0
-        self._owed: collections.deque[tuple[int, float]] = collections.deque()
+        # A list, not a deque (which preallocates a 528-byte block): a few canaries at most
+        # are ever in flight, and an idle connection keeps one of these per canary.
+        self._owed: list[tuple[int, float]] = []
         """(number, sent at) of the canaries not back yet, oldest first."""
         self._numbers = 0
         self._round_trip: float | None = None
@@ -208,8 +209,13 @@ class Canary:
             if slot is not self._slot:
                 return True  # a late one of a session the canary left
             sent_at = None
-            while self._owed and self._owed[0][0] <= number:
-                sent_at = self._owed.popleft()[1]
+            answered = 0
+            for owed_number, owed_at in self._owed:
+                if owed_number > number:
+                    break
+                answered += 1
+                sent_at = owed_at
+            del self._owed[:answered]
             if sent_at is not None:
                 self._back += 1
                 self._round_trip = now - sent_at

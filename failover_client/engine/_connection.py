@@ -9,8 +9,10 @@ outbox (``_sender``, ``_outbox``), standbys (``_standby``), events and the dispa
 (``_events``, ``_dispatch``), the choice of adapter (``_adapters``). This module wires them
 together and is the application's API.
 
-Threads: a reconnect loop (``failover-client-loop-N``) and, only while events are delivered, a
-dispatch thread (``failover-client-dispatch-N``) per connection, both joined by :meth:`close`,
+Threads: a reconnect loop (``failover-client-loop-N``; on the real clock it runs only during a
+pass, and waits between passes on the process's shared timer, see ``_parking``) and, only while
+events are delivered, a dispatch thread (``failover-client-dispatch-N``), both joined by
+:meth:`close`,
 and one handler worker per callback subscription (``failover-client-N-handler-ID``). None of
 them holds the facade (``_lifetime``): a connection dropped unclosed is closed by its finalizer,
 and a forked child cannot use its parent's connection.
@@ -29,6 +31,8 @@ from typing import ClassVar, Literal
 
 from failover_client._clock import Clock, SystemClock
 from failover_client._events import Listener
+from failover_client._lazy import shared_random
+from failover_client._timers import timers_for
 from failover_client.adapter import Connector
 from failover_client.engine._adapters import connector_for
 from failover_client.engine._arguments import (
@@ -146,7 +150,7 @@ class FailoverConnection(Consuming, Observing):
         options = options or parsed_options
         if heartbeat is not None:
             options = options.replace(heartbeat=heartbeat)
-        self._rng = rng or random.Random()
+        self._rng = rng or shared_random()
         self._client_id = client_id or options.client_id or f"{self._rng.getrandbits(48):012x}"
         self._options = options
         self._clock: Clock = clock or SystemClock()
@@ -293,6 +297,9 @@ class FailoverConnection(Consuming, Observing):
             if seconds is not None:
                 self._dialer.limit(seconds)
             self._dispatcher.start()
+            # Between passes the loop waits on the shared timer, not on a thread of its own
+            # (engine._parking): an idle connection keeps only its adapter's I/O thread.
+            self._loop.park(timers_for(self._clock).schedule)
             self._loop.start()
             self._topology.start()
         if not self._clock.wait(self._loop.first_outcome, bounded(seconds)):

@@ -50,6 +50,7 @@ from failover_client._events import (
     PrefetchExceeded,
     SubscriptionFailed,
 )
+from failover_client._lazy import LazyEvent
 from failover_client.adapter import AckMode, Received, Session, SubscriptionSpec
 from failover_client.engine._arguments import check_timeout
 from failover_client.engine._autoack import ACK_LINGER, AutoAcks, batched, may_wait
@@ -90,7 +91,7 @@ class Consumers:
         self._holding = False
         """Acknowledgements are held (a stop is under way), written by :meth:`_flush_held`."""
         self._held: list[tuple[Message, bool]] = []
-        self._progress = threading.Event()
+        self._progress = LazyEvent()
         """Set when a buffer or a handler moved on (what a stop waits for)."""
         self._workers: dict[threading.Thread, Subscription] = {}
         self._subscriptions: dict[str, Subscription] = {}

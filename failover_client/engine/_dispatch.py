@@ -39,9 +39,11 @@ class Dispatcher:
     def __init__(self, name: str, *, linger: float = DEFAULT_LINGER) -> None:
         self._name = name
         self._linger = linger
-        self._jobs: deque[Job] = deque()
+        # The queue and the condition exist only while a thread runs (an idle connection
+        # keeps neither: a deque preallocates a block, a condition holds a deque of its own).
+        self._jobs: deque[Job] | None = None
         self._lock = threading.Lock()
-        self._more = threading.Condition(self._lock)
+        self._more: threading.Condition | None = None
         self._thread: threading.Thread | None = None
         self._running = False
         """A thread runs and has not decided to end: a submit only needs to wake it."""
@@ -62,6 +64,8 @@ class Dispatcher:
         with self._lock:
             if self._stopped:
                 return
+            if self._jobs is None:
+                self._jobs = deque()
             self._jobs.append(job)
             if self._started:
                 self._wake_locked()
@@ -72,7 +76,7 @@ class Dispatcher:
             if self._stopped:
                 return
             self._stopped = True
-            if self._running:
+            if self._running and self._more is not None:
                 self._more.notify()
             elif self._jobs and self._started:
                 self._wake_locked()
@@ -85,32 +89,39 @@ class Dispatcher:
 
     @property
     def thread(self) -> threading.Thread | None:
-        """The thread now running jobs, or the last one (None: no job ever ran)."""
+        """The thread now running jobs, or the one that ran them until :meth:`stop` (None: no
+        job ran since the last thread ended for want of jobs)."""
         return self._thread
 
     def _wake_locked(self) -> None:
         if self._running:
-            if self._parked:
+            if self._parked and self._more is not None:
                 self._more.notify()
             return
         self._running = True
+        if self._more is None:
+            self._more = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     def _next(self) -> Job | None:
         """The next job, or None when the thread should end (stopped, or idle for ``linger``)."""
         with self._lock:
+            more = self._more
+            assert more is not None  # made before the thread started, dropped only as it ends
             while not self._jobs:
                 if self._stopped:
                     self._running = False
                     return None
                 self._parked = True
                 # Woken by submit() or stop(); ends after ``linger`` quiet seconds.
-                self._more.wait(self._linger)
+                more.wait(self._linger)
                 self._parked = False
                 if not self._jobs and not self._stopped:
-                    # Under the lock: a submit from now on starts a new thread.
+                    # Under the lock: a submit from now on starts a new thread (and makes the
+                    # queue, the condition and the thread object anew).
                     self._running = False
+                    self._jobs = self._more = self._thread = None
                     return None
             return self._jobs.popleft()
 

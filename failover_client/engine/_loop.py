@@ -36,6 +36,7 @@ from failover_client._events import (
     PriorityRestored,
     Rebalanced,
 )
+from failover_client._lazy import LazyEvent
 from failover_client.engine._backoff import Backoff
 from failover_client.engine._canary import Canary
 from failover_client.engine._decide import (
@@ -118,13 +119,14 @@ class ReconnectLoop:
         )
         self._probe_struck: set[str] = set()
         self._duplicates = DuplicateNotice(options)
-        self.first_outcome = threading.Event()
+        self.first_outcome: threading.Event = LazyEvent()
         """Set once the first connection succeeded or the loop gave up / was closed."""
-        self.on_clock = threading.Event()
+        self.on_clock = LazyEvent()
         """Set once the loop's thread runs on the clock (see :meth:`start`)."""
 
         self._name = name
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread: threading.Thread | None = None
+        """Made by :meth:`start` when the loop does not park (a parked loop has none)."""
         self._parking: Parking | None = None
 
     @property
@@ -145,6 +147,7 @@ class ReconnectLoop:
             self.on_clock.set()  # the real clock: nothing to register with
             self._parking.start()
             return
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
         # Until the loop runs on the clock, a virtual clock could jump past a caller's
         # connect(timeout=...) before the first attempt; the thread sets it first thing.
@@ -155,8 +158,9 @@ class ReconnectLoop:
             if self.on_clock.is_set():  # started
                 self._parking.join()  # ends once stop is set and the dialer cancelled
             return
-        if self._thread.ident is not None and threading.current_thread() is not self._thread:
-            self._thread.join()  # ends once stop is set and the dialer cancelled (close())
+        thread = self._thread
+        if thread is not None and threading.current_thread() is not thread:
+            thread.join()  # ends once stop is set and the dialer cancelled (close())
 
     # --- the loop ----------------------------------------------------------------------------
 

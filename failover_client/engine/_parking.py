@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator
 from typing import Protocol
 
 from failover_client._clock import Clock
+from failover_client._lazy import LazyEvent
 
 __all__ = ["Cancellable", "Parking", "Schedule", "WakeEvent"]
 
@@ -44,7 +45,7 @@ Schedule = Callable[[float, Callable[[float], "float | None"]], Cancellable]
 the callback gets the time and returns when to run again, or None)."""
 
 
-class WakeEvent(threading.Event):
+class WakeEvent(LazyEvent):
     """The reconnect loop's wake-up: a :class:`threading.Event` that also tells a parked loop.
 
     ``hook`` (set once, before the loop starts) is called after every ``set``, on the setting
@@ -84,13 +85,14 @@ class Parking:
         """Counts parkings: a timer from an earlier one that fires late does nothing."""
         self._timer: Cancellable | None = None
         self._thread: threading.Thread | None = None
-        self.done = threading.Event()
+        self.done = LazyEvent()
         """Set once the loop ended (stopped, gave up)."""
         wake.hook = self.wake
 
     @property
     def thread(self) -> threading.Thread | None:
-        """The thread of the pass under way, or the last one (it may be ending)."""
+        """The thread of the pass under way, or the one that ended the loop; None while parked
+        (a thread that parked the loop may still be ending)."""
         return self._thread
 
     def start(self) -> None:
@@ -143,6 +145,8 @@ class Parking:
                 return False  # set since the pass cleared it: look again at once
             self._generation += 1
             self._parked = True
+            if self._thread is threading.current_thread():
+                self._thread = None  # it ends now: a parked loop keeps no thread object
             if wake_at is not None:
                 generation = self._generation
                 self._timer = self._schedule(wake_at, lambda now: self._due(generation))

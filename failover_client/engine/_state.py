@@ -32,7 +32,6 @@ original order ahead of anything new.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -51,6 +50,7 @@ from failover_client._events import (
     StandbyConnected,
     StandbyLost,
 )
+from failover_client._lazy import LazyEvent
 from failover_client.adapter import Session
 from failover_client.engine._dispatch import Dispatcher
 from failover_client.engine._outbox import MessageIds
@@ -132,7 +132,7 @@ class ConnectionState:
         """Why the reconnect loop gave up (state ``failed``); what ``connect()`` raises."""
         self._causes: dict[str, BaseException] = {}
         """Every broker's last error when the loop gave up."""
-        self.stop = threading.Event()
+        self.stop = LazyEvent()
         """Set by close(): interrupts every wait of the reconnect loop."""
         self.wake = WakeEvent()
         """Wakes the reconnect loop when something it watches changed."""

@@ -34,6 +34,7 @@ from failover_client._clock import Clock
 from failover_client._errors import ConfigurationError
 from failover_client._events import Event, Listener, ListenerSet, TopologySourceFailed
 from failover_client._hosts import shown_list
+from failover_client._lazy import LazyEvent
 from failover_client._throttle import LogThrottle
 from failover_client.engine._arguments import check_update
 from failover_client.engine._planner import Planner
@@ -159,7 +160,7 @@ class TopologyHub:
         self.sources = tuple(sources)
         self.sink = ConnectionSink(self, listeners, current, client_id)
         """What the sources are given: the connection's side of :class:`TopologySink`."""
-        self.changed = threading.Event()
+        self.changed = LazyEvent()
         """Set when the pool changed (and when the connection closes): the dialer's delay
         waits on it, so a broker that joins during a back-off is tried at once."""
 

@@ -7,10 +7,11 @@
   the options (verified by default), at construction when the options name files;
 * ``_settings``: :class:`ConnectorSettings`, what every connector checks alike (heart-beats,
   close timeout, TLS files, credentials), validated once at construction;
-* ``_timer``: one timer thread per clock, shared by every connection (heart-beats), alive only
-  while something is scheduled;
 * ``_completions``: what every session does at its end (run the waiting callbacks, say why
   it is dead).
+
+The one timer thread per clock that every connection shares (heart-beats, parked reconnect
+loops) is :mod:`failover_client._timers`, below both the engine and the adapters.
 
 The STOMP and AMQP adapters and the shipped fake connector share these; the OpenWire control
 channel of the topology sources dials through ``_dial`` too. Nothing here knows a protocol.

@@ -156,8 +156,11 @@ class FrameWriter:
         self._lock = threading.Lock()
         # Two conditions on one lock: a sender's notify must never wake another sender
         # instead of the writer, nor the writer's wake a waiting writer instead of senders.
-        self._work = threading.Condition(self._lock)
-        self._progress = threading.Condition(self._lock)
+        # Each is made (under the lock) by its first waiter, and a notify skips one not made
+        # yet, as nobody can wait on it: an idle session keeps neither. ``_work`` goes with
+        # the writer thread that waited on it.
+        self._work: threading.Condition | None = None
+        self._progress: threading.Condition | None = None
         self._chunks: list[Item] = []
         self._size = 0
         self._writing = False
@@ -202,7 +205,8 @@ class FrameWriter:
     def _wake_locked(self) -> None:
         """Hand queued frames to the writer thread: wake the parked one, or start one."""
         if self._running:
-            self._work.notify()
+            if self._work is not None:
+                self._work.notify()
         elif self._started and not self._stopping:
             self._running = True
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -227,7 +231,8 @@ class FrameWriter:
         """
         with self._lock:
             while self._size >= self._limit and self._error is None and not force:
-                self._progress.wait()  # woken by progress, or by the failure a hung peer ends in
+                self._progress_locked().wait()  # woken by progress, or by the failure a hung
+                # peer ends in
             if self._error is not None:
                 raise ConnectionError(f"connection is no longer writable: {self._error}") from (
                     self._error
@@ -276,7 +281,7 @@ class FrameWriter:
                     self._idle = False
                     self._wake_locked()  # frames queued meanwhile: the thread takes them
             else:
-                self._progress.notify_all()
+                self._notify_progress_locked()
         self._on_written()
 
     def offer(self, data: bytes) -> bool:
@@ -328,7 +333,7 @@ class FrameWriter:
                 remaining = deadline - self._monotonic()
                 if remaining <= 0:
                     return False
-                self._progress.wait(remaining)
+                self._progress_locked().wait(remaining)
             return self._error is None
 
     def cancel(self) -> None:
@@ -354,22 +359,35 @@ class FrameWriter:
         thread.join(timeout)
         return not thread.is_alive()
 
+    def _progress_locked(self) -> threading.Condition:
+        if self._progress is None:
+            self._progress = threading.Condition(self._lock)
+        return self._progress
+
+    def _notify_progress_locked(self) -> None:
+        if self._progress is not None:
+            self._progress.notify_all()
+
     def _drop_locked(self) -> None:
         self._chunks = []
         self._size = 0
-        self._work.notify_all()
-        self._progress.notify_all()
+        if self._work is not None:
+            self._work.notify_all()
+        self._notify_progress_locked()
 
     def _run(self) -> None:
         while True:
             with self._lock:
                 while (not self._chunks or self._writing) and not self._stopping:
                     self._idle = True
+                    if self._work is None:
+                        self._work = threading.Condition(self._lock)
                     # Queued work or cancel() wakes it; ``linger`` quiet seconds end the backlog.
                     if not self._work.wait(self._linger) and self._idle and not self._stopping:
                         # Under the lock with _idle still set: a put from now on sees
                         # _running False and starts a new thread for its frame.
                         self._running = False
+                        self._work = None
                         return
                 self._idle = False
                 if self._stopping:
@@ -377,7 +395,7 @@ class FrameWriter:
                     return
                 batch, self._chunks, self._size = self._chunks, [], 0
                 self._writing = True
-                self._progress.notify_all()  # room for senders blocked on a full buffer
+                self._notify_progress_locked()  # room for senders blocked on a full buffer
             try:
                 data = self._render(batch)
                 if len(data) <= WRITE_SLICE:
@@ -393,7 +411,7 @@ class FrameWriter:
             with self._lock:
                 self._writing = False
                 if not self._chunks:
-                    self._progress.notify_all()  # flush() waiters
+                    self._notify_progress_locked()  # flush() waiters
             self._on_written()
 
     def _fail(self, exc: BaseException) -> None:

@@ -28,6 +28,7 @@ from failover_client._errors import (
     ConnectionFailure,
     ProtocolViolation,
 )
+from failover_client._lazy import lean_thread
 from failover_client.adapter import Cancel
 from failover_client.stomp._batch import ConfirmMode, GroupCommit, batching_supported
 from failover_client.stomp._encode import encode_frame
@@ -184,7 +185,7 @@ class Handshake:
         transport.stage = "CONNECT"
         self._write_connect(transport)
         key = self._state.address.key
-        thread = threading.Thread(target=target, name=f"stomp-io {key}", daemon=True)
+        thread = lean_thread(target, f"stomp-io {key}")
         thread.start()
         return thread
 

@@ -14,7 +14,7 @@ byte it sent. Outgoing beats go out when nothing was written for half the negoti
 interval, so a broker that checks us with its own grace never sees a gap.
 
 Time comes from the injected clock; the watchdog's deadlines run on the process's shared timer
-thread (:mod:`failover_client.net._timer`), not on a thread per connection.
+thread (:mod:`failover_client._timers`), not on a thread per connection.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from failover_client._clock import Clock
-from failover_client.net._timer import TimerEntry, Timers, timers_for
+from failover_client._timers import TimerEntry, Timers, timers_for
 
 __all__ = [
     "HeartbeatMonitor",
@@ -184,7 +184,7 @@ class HeartbeatMonitor:
     """A session's watchdog: sends beats and reports a silent broker once.
 
     It has no thread of its own: its deadlines run on the process's shared timer thread for
-    its clock (:mod:`failover_client.net._timer`), which serves every connection. A beat is
+    its clock (:mod:`failover_client._timers`), which serves every connection. A beat is
     written without blocking (``send_beat`` must not block: it runs on that shared thread);
     ``on_silence`` may block (it fails confirmations and tells the engine), so it runs on a
     short-lived thread of its own, started only when a broker is found silent.

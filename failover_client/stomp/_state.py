@@ -29,6 +29,7 @@ from stomp.protocol import Protocol12
 
 from failover_client._clock import Clock
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
+from failover_client._lazy import LazyEvent
 from failover_client.adapter import Session, SessionListener
 from failover_client.net._completions import Completion, dead_error, run_all
 from failover_client.stomp._batch import GroupCommit
@@ -100,7 +101,7 @@ class SessionState:
         self.phase: Phase = "connecting"
         self.lost_cause: BaseException | None = None
 
-        self.handshake_done = threading.Event()
+        self.handshake_done = LazyEvent()
         """Set by CONNECTED, by a failure during the handshake, or by a cancel."""
         self.handshake_error: ConnectionFailure | None = None
         self.connected_headers: dict[str, str] | None = None
@@ -118,7 +119,7 @@ class SessionState:
         self.heartbeat: HeartbeatState | None = None
         self.monitor: HeartbeatMonitor | None = None
         self.bye_receipt: str | None = None
-        self.bye = threading.Event()
+        self.bye = LazyEvent()
         """Set by the DISCONNECT receipt, or when the connection ends without one."""
 
     def current_phase(self) -> Phase:

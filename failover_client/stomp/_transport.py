@@ -44,6 +44,7 @@ import contextlib
 import selectors
 import socket
 import ssl
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,7 @@ from stomp import utils as stomp_utils
 from stomp.transport import Transport
 
 from failover_client._clock import Clock
+from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
@@ -67,6 +69,12 @@ A blocked ``recv`` holds a buffer of the size it asked for: 16 KiB for every idl
 (heart-beats only), for as long as it waits. After a small read the next asks for 1 KiB (a
 RECEIPT or a heart-beat fits); a read that fills it switches back to 16 KiB. Plain TCP only.
 """
+
+_CONDITIONS = tuple(
+    f"_BaseTransport__{name}_condition"
+    for name in ("listeners_change", "io_thread_exit", "send_wait", "connect_wait")
+)
+"""stomp.py's conditions of a transport (9.0.x; setup.cfg pins that range)."""
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
 """Bytes of one inbound frame at most (ActiveMQ's own ``maxFrameSize`` default, 100 MiB)."""
@@ -111,6 +119,12 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             reconnect_sleep_max=0.0,
             auto_decode=False,
         )
+        # stomp.py gives each transport four conditions and a semaphore (about 6 KiB): the
+        # conditions become ones that make their waiter queue only when waited on (only
+        # close-time waits, if any), the semaphore (a mutex around sendall) a lock.
+        for name in _CONDITIONS:
+            setattr(self, name, LazyCondition())
+        self._Transport__socket_semaphore = threading.Lock()
         self._address = (host, port)
         self._dial = SocketDial(
             host,
