@@ -53,9 +53,11 @@ CONSUMER = textwrap.dedent(
 
 @pytest.mark.parametrize(
     ("kind", "endpoint"),
-    # ActiveMQ over STOMP is covered end to end by test_spark_triggers' AvailableNow test
-    # (0 left on the broker); this consumer script did not finish there and is not yet
-    # understood, so it is not listed here.
+    # Not ActiveMQ: holding its 3,000 messages unacknowledged, this consumer got 500-750 of
+    # them, then 250 more every 30 s (the broker's expiry scan, which pages messages in), so
+    # it outlasts its deadline; raw stomp.py with the same prefetch got all 3,000 at once, a
+    # difference not yet explained. test_spark_triggers' AvailableNow test covers ActiveMQ
+    # end to end (0 left on the broker).
     [("rabbitmq", "stomp"), ("rabbitmq", "amqp")],
 )
 def test_confirmed_acknowledgements_survive_an_immediate_exit(
