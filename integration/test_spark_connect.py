@@ -10,7 +10,6 @@ every message arrives, each with the id its source row carried.
 
 from __future__ import annotations
 
-import queue
 import textwrap
 from pathlib import Path
 
@@ -18,7 +17,8 @@ import pytest
 
 from failover_client import MESSAGE_ID_HEADER
 from failover_client.testing.brokers import Cluster
-from integration.test_spark_source import WAIT, Job
+from failover_client.testing.spark import DriverJob
+from integration.test_spark_source import WAIT
 
 pytestmark = pytest.mark.integration
 
@@ -66,18 +66,14 @@ CLIENT = textwrap.dedent(
 )
 
 
-def first_lines(job: Job, count: int) -> list[str]:
+def first_lines(job: DriverJob, count: int) -> list[str]:
     """The client's first ``count`` output lines (fewer if it exits or stays quiet)."""
     lines: list[str] = []
-    while len(lines) < count:
-        try:
-            # A cold Connect server and client on the shared 2-core machine: minutes.
-            line = job.lines.get(timeout=3 * WAIT)
-        except queue.Empty:
-            break
-        if line is None:
-            break
+    # A cold Connect server and client on the shared 2-core machine: minutes.
+    for line in job.follow(3 * WAIT):
         lines.append(line)
+        if len(lines) == count:
+            break
     return lines
 
 
@@ -90,7 +86,7 @@ def test_source_and_sink_through_spark_connect(
     broker.send(source, bodies)
     script = tmp_path / "client.py"
     script.write_text(CLIENT)
-    job = Job(script, broker.uri(), source, sink, str(tmp_path / "checkpoint"))
+    job = DriverJob(script, broker.uri(), source, sink, str(tmp_path / "checkpoint"))
     try:
         lines = first_lines(job, 2)
         assert lines == ["session pyspark.sql.connect.session", "started"], lines

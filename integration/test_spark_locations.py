@@ -22,7 +22,6 @@ import collections
 import concurrent.futures
 import json
 import os
-import queue
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,9 +34,9 @@ from pyspark.sql.functions import col
 from failover_client.spark import FORMAT, MARKER_DIRECTORY, foreach_batch_sink, register
 from failover_client.spark._spool import SPOOL_DIRECTORY
 from failover_client.testing.brokers import Cluster
-from failover_client.testing.spark import LoopbackS3, SparkSessions
+from failover_client.testing.spark import DriverJob, LoopbackS3, SparkSessions
 from integration.test_spark_sink import Progress, drain_all, rate_stream
-from integration.test_spark_source import WAIT, Job, outputs
+from integration.test_spark_source import WAIT, outputs
 
 pytestmark = pytest.mark.integration
 
@@ -101,21 +100,13 @@ JOB = textwrap.dedent(
 )
 
 
-def batch_lines(job: Job) -> Iterator[str]:
+def batch_lines(job: DriverJob) -> Iterator[str]:
     """The job's ``batch ...`` lines as they come; ends when it exits or stays quiet too long.
 
     A cold driver (a new JVM and SparkContext, then the first batch through Python workers)
     has taken over four minutes on the shared 2-core machine, so the patience is 3 * WAIT.
     """
-    while True:
-        try:
-            line = job.lines.get(timeout=3 * WAIT)
-        except queue.Empty:
-            return
-        if line is None:
-            return
-        if line.startswith("batch "):
-            yield line
+    return (line for line in job.follow(3 * WAIT) if line.startswith("batch "))
 
 
 def test_a_spool_on_s3a_survives_a_driver_kill(
@@ -145,7 +136,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
         lines = log.read_text(errors="replace").splitlines() if log.exists() else []
         return "\n".join(line for line in lines if not line.lstrip().startswith("at "))[-4000:]
 
-    job = Job(script, *args)
+    job = DriverJob(script, *args)
     try:
         for line in batch_lines(job):
             if int(line.split()[1]) >= 2:
@@ -162,7 +153,7 @@ def test_a_spool_on_s3a_survives_a_driver_kill(
     def all_there() -> bool:
         return len({body for rows in outputs(out).values() for _, body in rows}) == total
 
-    job = Job(script, *args)
+    job = DriverJob(script, *args)
     try:
         for _ in batch_lines(job):
             if all_there():
