@@ -55,10 +55,11 @@ def test_kill_ends_the_whole_process_group(tmp_path: Path) -> None:
     path = script(
         tmp_path,
         """
-        import subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        import signal, subprocess, sys
+        # Both wait for a signal: only the kill of their process group ends them.
+        child = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
         print("child", child.pid, flush=True)
-        time.sleep(600)
+        signal.pause()
         """,
     )
     job = DriverJob(path)
