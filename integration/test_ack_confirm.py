@@ -53,7 +53,7 @@ CONSUMER = textwrap.dedent(
 
 @pytest.mark.parametrize(
     ("kind", "endpoint"),
-    # Not ActiveMQ: holding its 3,000 messages unacknowledged, this consumer got 500-750 of
+    # Not ActiveMQ: holding its 3,000 messages unacknowledged, this consumer got 200-750 of
     # them, then 250 more every 30 s (the broker's expiry scan, which pages messages in), so
     # it outlasts its deadline; raw stomp.py with the same prefetch got all 3,000 at once, a
     # difference not yet explained. test_spark_triggers' AvailableNow test covers ActiveMQ
