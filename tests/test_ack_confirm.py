@@ -15,7 +15,7 @@ from failover_client.spark import source_options
 from failover_client.spark._consumer import Consumer
 from failover_client.spark._driver import ACK_CONFIRM_WAIT, SourceDriver
 from failover_client.spark._spool import Spool
-from failover_client.testing import FakeClock, FakeConnector
+from failover_client.testing import FakeClock, FakeConnector, FakeSession
 
 URI = "failover:(stomp://a:61613,stomp://b:61613)?randomize=false"
 IDENTITY = {"destinations": ["/queue/in"], "selector": None}
@@ -31,6 +31,18 @@ def pulled(connection: FailoverConnection, connector: FakeConnector, count: int)
     taken = [subscription.receive(5.0) for _ in range(count)]
     assert all(m is not None for m in taken)
     return [m for m in taken if m is not None]
+
+
+def acked_unanswered(
+    connection: FailoverConnection, connector: FakeConnector, count: int
+) -> tuple[list[Message], FakeSession]:
+    """``count`` messages pulled and acknowledged on a session that answers no sync by itself."""
+    messages = pulled(connection, connector, count)
+    session = connector.session("a:61613")
+    session.auto_confirm = False
+    for message in messages:
+        message.ack()
+    return messages, session
 
 
 def test_a_confirmation_is_asked_behind_the_acks_and_counts_them() -> None:
@@ -51,10 +63,7 @@ def test_no_answer_by_the_deadline_is_counted_unconfirmed_and_named() -> None:
     clock = FakeClock(autojump=True)
     connector = FakeConnector(clock=clock)
     with FailoverConnection(URI, connector=connector, clock=clock) as connection:
-        messages = pulled(connection, connector, 2)
-        connector.session("a:61613").auto_confirm = False
-        for message in messages:
-            message.ack()
+        messages, _ = acked_unanswered(connection, connector, 2)
         before = clock.monotonic()
         outcome = connection.confirm_settled(messages, 5.0)
         assert clock.monotonic() - before == pytest.approx(5.0)
@@ -67,11 +76,7 @@ def test_asked_now_and_waited_for_later() -> None:
     clock = FakeClock()
     connector = FakeConnector(clock=clock)
     with FailoverConnection(URI, connector=connector, clock=clock) as connection:
-        messages = pulled(connection, connector, 2)
-        session = connector.session("a:61613")
-        session.auto_confirm = False
-        for message in messages:
-            message.ack()
+        messages, session = acked_unanswered(connection, connector, 2)
         question = connection.ask_settled(messages)
         assert session.syncs == [2]
         assert not question.answered
@@ -84,11 +89,7 @@ def test_a_session_lost_while_confirming_counts_its_messages_lost() -> None:
     clock = FakeClock()
     connector = FakeConnector(clock=clock)
     with FailoverConnection(URI, connector=connector, clock=clock) as connection:
-        messages = pulled(connection, connector, 2)
-        session = connector.session("a:61613")
-        session.auto_confirm = False
-        for message in messages:
-            message.ack()
+        messages, session = acked_unanswered(connection, connector, 2)
 
         def kill_once_asked() -> None:
             assert connector.wait_until(lambda: session.syncs == [2])
