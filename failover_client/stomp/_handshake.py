@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from stomp.protocol import Protocol12
 from stomp.utils import Frame
 
 from failover_client._errors import (
@@ -121,11 +120,11 @@ class Handshake:
         )
         transport.override_threading(self._start_io_thread)
         transport.set_listener("failover-client", self._inbound)
+        # No stomp.py protocol object: frames are encoded by ``_encode``, DISCONNECT goes
+        # through the transport's ``transmit`` (see ``_teardown``), and the heart-beats are
+        # ``_heartbeat``'s. (One, even with its beats off, kept an event, a condition and a
+        # listener per connection, about 1.5 KiB, for nothing.)
         state.transport = transport
-        # stomp.py's protocol object only writes DISCONNECT (its full path notes the receipt
-        # for stomp.py's own bookkeeping); other frames are encoded by ``_encode``. Its own
-        # heart-beat machinery stays off because it is given (0, 0).
-        state.protocol = Protocol12(transport, heartbeats=(0, 0), auto_content_length=False)
 
         def cancelled() -> None:
             # On the cancelling thread: fail the wait for CONNECTED with this error (unless a

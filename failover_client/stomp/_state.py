@@ -25,8 +25,6 @@ import logging
 import threading
 from typing import Literal
 
-from stomp.protocol import Protocol12
-
 from failover_client._clock import Clock
 from failover_client._errors import BrokerUnavailable, ConnectionFailure
 from failover_client._lazy import LazyEvent
@@ -111,8 +109,6 @@ class SessionState:
         """The broker CONNECTED's ``server`` header names (prefetch headers, release)."""
 
         self.transport: BoundTransport | None = None
-        self.protocol: Protocol12 | None = None
-        """stomp.py's protocol object; only DISCONNECT goes through it."""
         self.receipts = ReceiptBook()
         self.group: GroupCommit | None = None
         """Set when confirmed sends are batched into transactions (after CONNECTED)."""

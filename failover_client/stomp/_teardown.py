@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from stomp.utils import Frame
+
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ConnectionFailure
 from failover_client.stomp._state import SessionState
 
@@ -78,8 +80,9 @@ def _say_goodbye(state: SessionState) -> None:
         return
     try:
         state.bye_receipt = _BYE
-        if state.protocol is not None:
-            state.protocol.send_frame("DISCONNECT", {"receipt": _BYE}, b"")
+        # stomp.py's full path for this one frame: it notes the receipt, which its I/O loop
+        # then takes as the end of the connection (see BoundTransport.transmit).
+        transport.transmit(Frame("DISCONNECT", {"receipt": _BYE}, b""))
     finally:
         state.write_lock.release()
     if threading.current_thread() is not transport.io_thread:
