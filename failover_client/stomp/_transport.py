@@ -5,9 +5,10 @@ first, builds a TLS context from file names per attempt, and has no deadline ove
 handshake. This subclass replaces only ``attempt_connection`` with one
 :class:`~failover_client.net._dial.SocketDial` (name resolution, one TCP connect to one address,
 then the TLS handshake with the caller's ``ssl.SSLContext``, all within the deadline and ended
-early by ``interrupt``) and keeps stomp.py's framing and I/O loop. It relies on the attributes
-stomp.py 8 and 9 use for that loop (``socket``, ``blocking``, ``send_queue``, ``sel``,
-``running``, ``current_host_and_port``).
+early by ``interrupt``) and keeps stomp.py's framing and I/O loop (on a plain TCP socket that
+loop without its write half: see ``_ioloop``). It relies on the attributes stomp.py 8 and 9 use
+for that loop (``socket``, ``blocking``, ``send_queue``, ``sel``, ``running``,
+``current_host_and_port``).
 
 Two more hooks:
 
@@ -58,6 +59,7 @@ from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
+from failover_client.stomp._ioloop import read_loop
 
 __all__ = ["BoundTransport"]
 
@@ -361,6 +363,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self._BaseTransport__recvbuf = b""
         self._unframed = 0
         super().cleanup()
+
+    def _BaseTransport__io_loop(self) -> None:
+        # stomp.py's loop keeps a deque for TLS writes on every connection: see _ioloop.
+        if self.blocking:
+            read_loop(self)
+        else:
+            super()._BaseTransport__io_loop()
 
     def _BaseTransport__read_frames(self) -> None:
         # stomp.py 9's __read_frames line for line, but for the parser (see _decode).

@@ -1,0 +1,55 @@
+"""The I/O loop of a plain TCP transport: stomp.py's, without what only TLS needs.
+
+stomp.py's ``BaseTransport.__io_loop`` also writes for a TLS socket (its writes go through a
+queue and a selector) and so keeps a :class:`collections.deque` of outgoing chunks, with its
+preallocated block (760 bytes), for as long as the connection lives, on every connection. On a
+plain TCP socket the loop only reads (writes are the writer's, see ``net._writer``), so this is
+that loop with the write half left out: the same reads, the same end (the socket closed, the
+listeners told "receiver_loop_completed" then "disconnected", the waiters of stomp.py's exit
+and connect conditions woken), step for step. A TLS transport keeps stomp.py's own loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stomp import exception as stomp_exception
+from stomp import log as stomp_log
+
+__all__ = ["read_loop"]
+
+
+def read_loop(transport: Any) -> None:
+    """Read frames until the connection ends, then clean up and tell the listeners."""
+    notify_disconnected = True
+    try:
+        while transport.running:
+            try:
+                while transport.running:
+                    transport._BaseTransport__read_frames()
+            except stomp_exception.ConnectionClosedException:
+                if transport.running:
+                    # stomp.py's own: drop a half-received frame of the lost connection.
+                    transport._BaseTransport__recvbuf = b""
+                    transport.running = False
+                    notify_disconnected = True
+                break
+            except Exception as exc:  # noqa: BLE001 - stomp.py's rule: log, then read on
+                stomp_log.warning(exc)
+            finally:
+                transport.cleanup()
+    except Exception as exc:  # noqa: BLE001 - stomp.py's rule: the end below always runs
+        stomp_log.warning(exc)
+    finally:
+        exit_condition = transport._BaseTransport__io_thread_exit_condition
+        with exit_condition:
+            transport._BaseTransport__io_thread_exited = True
+            exit_condition.notify_all()
+        stomp_log.debug("io loop ended")
+        transport.notify("receiver_loop_completed")
+        if notify_disconnected and not transport.notified_on_disconnect:
+            transport.notify("disconnected")
+        connect_condition = transport._BaseTransport__connect_wait_condition
+        with connect_condition:
+            connect_condition.notify_all()
+        transport.notified_on_disconnect = False
