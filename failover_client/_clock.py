@@ -33,6 +33,8 @@ class Clock(Protocol):
 class SystemClock:
     """The real clock."""
 
+    __slots__ = ()
+
     def monotonic(self) -> float:
         return time.monotonic()
 

@@ -365,6 +365,8 @@ def listener_name(listener: Callable[..., object]) -> str:
 class ListenerSet:
     """The registered listeners, called in registration order with failures isolated."""
 
+    __slots__ = ("_failures", "_listeners", "_lock")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []

@@ -38,6 +38,8 @@ class _Window:
 class LogThrottle:
     """Logs the first record of each key per ``interval``, then a count of the ones it dropped."""
 
+    __slots__ = ("_clock", "_interval", "_lock", "_logger", "_windows")
+
     def __init__(
         self,
         logger: logging.Logger,

@@ -79,6 +79,8 @@ def may_wait(message: Message) -> bool:
 class AutoAcks:
     """Per (subscription, session): how many handled messages await their cumulative ACK."""
 
+    __slots__ = ("_lock", "_pending")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, object], tuple[int, Message]] = {}

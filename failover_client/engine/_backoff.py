@@ -19,6 +19,8 @@ class Backoff:
     schedule's maximum delay.
     """
 
+    __slots__ = ("_max_delay", "_run", "_schedule", "timer")
+
     def __init__(self, schedule: ScheduleLike, max_delay: float) -> None:
         self._schedule = schedule
         self._max_delay = max_delay

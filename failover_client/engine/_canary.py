@@ -69,6 +69,29 @@ class CanaryReading:
 class Canary:
     """The canary of one connection; it follows whichever session is current."""
 
+    __slots__ = (
+        "_back",
+        "_back_at",
+        "_clock",
+        "_confirmed",
+        "_emit",
+        "_heard_at",
+        "_lock",
+        "_lost",
+        "_next_due",
+        "_numbers",
+        "_owed",
+        "_prefix",
+        "_round_trip",
+        "_sent",
+        "_slot",
+        "_spec",
+        "_started_at",
+        "_wake",
+        "interval",
+        "patience",
+    )
+
     def __init__(
         self,
         *,

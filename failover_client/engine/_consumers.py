@@ -73,6 +73,10 @@ HANDLER_GRACE = 1.0
 class Consumers:
     """The consuming side of one connection (see the module docstring); the messages' router."""
 
+    __slots__ = ("_auto_acks", "_clock", "_dispatcher", "_emit", "_flush_watch", "_held",
+                 "_holding", "_lock", "_name", "_progress", "_releases", "_state",
+                 "_subscriptions", "_unsubscribe_after", "_workers", "observer")  # fmt: skip
+
     def __init__(
         self,
         *,

@@ -42,6 +42,8 @@ class DuplicateNotice:
     """Says once per connection that duplicates are possible (and again only after a broker
     that dropped them). Used by the reconnect loop's thread only."""
 
+    __slots__ = ("_on", "_said")
+
     def __init__(self, options: FailoverOptions) -> None:
         self._on = options.dedup == "auto"
         self._said: bool = False

@@ -77,6 +77,8 @@ class ScheduleLike(Protocol):
 class DialOutcome:
     """A handshaken session and how long / how many attempts it took."""
 
+    __slots__ = ("attempt", "elapsed", "slot")
+
     def __init__(self, slot: Slot, attempt: int, elapsed: float) -> None:
         self.slot = slot
         self.attempt = attempt
@@ -85,6 +87,34 @@ class DialOutcome:
 
 class Dialer:
     """Runs reconnect runs for one connection (only ever on the reconnect loop's thread)."""
+
+    __slots__ = (
+        "_cancel_lock",
+        "_cancelled",
+        "_causes",
+        "_changed",
+        "_clock",
+        "_connect_timeout",
+        "_connector",
+        "_emit",
+        "_events",
+        "_first_list_wait",
+        "_lost",
+        "_new_slot",
+        "_notice",
+        "_planner",
+        "_pool",
+        "_redirects",
+        "_run",
+        "_run_deadline",
+        "_schedule",
+        "_stop",
+        "_throttle",
+        "_timeout",
+        "_token",
+        "deadline",
+        "last_causes",
+    )
 
     def __init__(
         self,

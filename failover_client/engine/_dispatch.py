@@ -36,6 +36,19 @@ class Dispatcher:
     :meth:`stop` runs what is queued, then ends.
     """
 
+    __slots__ = (
+        "_jobs",
+        "_linger",
+        "_lock",
+        "_more",
+        "_name",
+        "_parked",
+        "_running",
+        "_started",
+        "_stopped",
+        "_thread",
+    )
+
     def __init__(self, name: str, *, linger: float = DEFAULT_LINGER) -> None:
         self._name = name
         self._linger = linger

@@ -119,6 +119,19 @@ class Departures:
     thread that finished the session's last message).
     """
 
+    __slots__ = (
+        "_ack_handled",
+        "_clock",
+        "_departures",
+        "_emit",
+        "_left",
+        "_lock",
+        "_open",
+        "_options",
+        "_state",
+        "_when_flushed",
+    )
+
     def __init__(
         self,
         *,

@@ -127,6 +127,17 @@ class SlotRouter:
     Implements :class:`~failover_client.engine._slot.SlotEvents` and numbers the slots.
     """
 
+    __slots__ = (
+        "_canary",
+        "_consumers",
+        "_lock",
+        "_numbers",
+        "_pool",
+        "_redirects",
+        "_state",
+        "_topology",
+    )
+
     def __init__(
         self,
         *,

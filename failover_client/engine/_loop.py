@@ -83,6 +83,10 @@ _log = logging.getLogger("failover_client")
 class ReconnectLoop:
     """The reconnect loop of one connection, on its own thread."""
 
+    __slots__ = ("_canary", "_clock", "_departures", "_dialer", "_duplicates", "_emit", "_name",
+                 "_options", "_parking", "_planner", "_probe", "_probe_struck", "_recover",
+                 "_refill", "_state", "_thread", "first_outcome", "on_clock")  # fmt: skip
+
     def __init__(
         self,
         *,

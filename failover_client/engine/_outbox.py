@@ -50,6 +50,8 @@ Kind = Literal["confirmed", "tracked"]
 class MessageIds:
     """``<prefix>-<n>`` ids: unique per connection, readable in logs, deterministic in tests."""
 
+    __slots__ = ("_counter", "_prefix")
+
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
         self._counter = itertools.count(1)
@@ -91,6 +93,16 @@ class OutboundMessage:
 
 class Outbox:
     """Outstanding confirmations in send order, with the window and the replay cache."""
+
+    __slots__ = (
+        "_confirmed_bytes",
+        "_confirmed_count",
+        "_max_bytes",
+        "_pending",
+        "_seq",
+        "_tracked_bytes",
+        "_window",
+    )
 
     def __init__(self, *, window: int, max_bytes: int) -> None:
         if window < 1:

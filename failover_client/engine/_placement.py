@@ -129,6 +129,8 @@ class Redirects:
     session's end costs the reconnect schedule's next delay (:meth:`exhausted`).
     """
 
+    __slots__ = ("_clock", "_hops", "_last", "_lock", "_refused", "_target")
+
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._lock = threading.Lock()

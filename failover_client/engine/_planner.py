@@ -30,6 +30,8 @@ __all__ = ["Planner"]
 class Planner:
     """Plans for one connection; any thread may ask (the pool is thread-safe)."""
 
+    __slots__ = ("_clock", "_options", "_policy", "_pool", "_redirects", "rebalancer")
+
     def __init__(
         self,
         *,

@@ -140,6 +140,9 @@ class BrokerPool:
     otherwise cost memory and a whole core of planning and dialing).
     """
 
+    __slots__ = ("_address_map", "_base", "_default_tier", "_lock", "_max", "_max_brokers",
+                 "_protocols", "_seeds", "_states", "_tiers")  # fmt: skip
+
     @classmethod
     def for_connection(
         cls,

@@ -33,6 +33,8 @@ _log = logging.getLogger("failover_client")
 class Releases:
     """The releases of one connection's consumers (see the module docstring)."""
 
+    __slots__ = ("_ack_handled_on", "_after", "_dispatcher", "_emit", "_lock", "_state")
+
     def __init__(
         self,
         *,

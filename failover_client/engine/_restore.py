@@ -43,6 +43,8 @@ _log = logging.getLogger("failover_client")
 class SubscriptionKeeper:
     """Writes, confirms, restores and refuses the subscriptions of one connection."""
 
+    __slots__ = ("_clock", "_cond", "_emit", "_life", "_registry")
+
     def __init__(
         self,
         *,

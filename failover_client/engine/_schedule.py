@@ -291,6 +291,18 @@ class ScheduleRun:
     every successful connection.
     """
 
+    __slots__ = (
+        "_attempt",
+        "_draws",
+        "_stop",
+        "_wait",
+        "attempts",
+        "limit",
+        "schedule",
+        "startup",
+        "unit",
+    )
+
     def __init__(self, schedule: ReconnectSchedule, *, startup: bool, brokers: int = 1) -> None:
         """Prefer :meth:`ReconnectSchedule.start`."""
         self.schedule = schedule

@@ -130,6 +130,8 @@ class SlotEvents(Protocol):
 class SlotListener:
     """The :class:`SessionListener` handed to ``Connector.connect`` for one slot."""
 
+    __slots__ = ("_events", "_slot")
+
     def __init__(self, events: SlotEvents, slot: Slot) -> None:
         self._events = events
         self._slot = slot

@@ -52,6 +52,8 @@ class StartupNotice:
     Only the reconnect loop's thread calls :meth:`pass_failed`.
     """
 
+    __slots__ = ("_clock", "_describe", "_emit", "_interval", "_next_at", "enabled", "passes")
+
     def __init__(
         self,
         *,

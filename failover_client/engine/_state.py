@@ -99,6 +99,25 @@ class Stats:
 class ConnectionState:
     """The state machine and sessions shared by the public API, the adapters and the loop."""
 
+    __slots__ = (
+        "_causes",
+        "_process_check",
+        "clock",
+        "cond",
+        "current",
+        "dispatcher",
+        "emit",
+        "error",
+        "keeper",
+        "options",
+        "sender",
+        "standbys",
+        "state",
+        "stats",
+        "stop",
+        "wake",
+    )
+
     TERMINAL: ClassVar[tuple[State, ...]] = _TERMINAL
     USABLE: ClassVar[frozenset[State]] = frozenset(
         ("connecting", "connected", "reconnecting", "switching")

@@ -262,6 +262,8 @@ class Subscription:
 class SubscriptionRegistry:
     """The live subscriptions, in creation order (restored in that order)."""
 
+    __slots__ = ("_ids", "_lock", "_subscriptions")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subscriptions: dict[str, Subscription] = {}

@@ -20,6 +20,8 @@ __all__ = ["ClockCondition"]
 class ClockCondition:
     """A mutex plus ``wait_until(predicate, deadline)`` measured on ``clock``."""
 
+    __slots__ = ("_clock", "_lock", "_waiters")
+
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._lock = threading.Lock()

@@ -132,6 +132,22 @@ class TopologySource(Protocol):
 class TopologyHub:
     """One connection's topology sources and the rules for what they push (any thread)."""
 
+    __slots__ = (
+        "_emit",
+        "_lock",
+        "_new_rebalancer",
+        "_now",
+        "_options",
+        "_planner",
+        "_pool",
+        "_throttle",
+        "_truncated",
+        "_wake",
+        "changed",
+        "sink",
+        "sources",
+    )
+
     def __init__(
         self,
         *,
@@ -261,6 +277,8 @@ class ConnectionSink:
     Sources get this rather than the connection, so they reach exactly what the protocol
     declares (the pool only through :meth:`update_brokers` and its merge rules).
     """
+
+    __slots__ = ("_client_id", "_current", "_hub", "_listeners")
 
     follows_connection = True
 

@@ -126,6 +126,20 @@ class SocketDial:
     :meth:`interrupt` (any thread) ends a running or later :meth:`connect` at once.
     """
 
+    __slots__ = (
+        "_clock",
+        "_deadline",
+        "_host",
+        "_interrupted",
+        "_port",
+        "_resolver",
+        "_server_hostname",
+        "_stage",
+        "_tls_context",
+        "_wake",
+        "_wake_lock",
+    )
+
     def __init__(
         self,
         host: str,

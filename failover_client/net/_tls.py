@@ -42,6 +42,8 @@ class LazyTls(Generic[T]):
     caller already has (the user's own ``ssl_context``): it is used as it is.
     """
 
+    __slots__ = ("_build", "_lock", "_options", "_value")
+
     def __init__(
         self,
         options: FailoverOptions,

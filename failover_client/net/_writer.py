@@ -128,6 +128,32 @@ class FrameWriter:
         time, like ``monotonic``).
     """
 
+    __slots__ = (
+        "_chunks",
+        "_error",
+        "_idle",
+        "_inline_after",
+        "_last_put",
+        "_limit",
+        "_linger",
+        "_lock",
+        "_monotonic",
+        "_name",
+        "_on_failed",
+        "_on_written",
+        "_progress",
+        "_render",
+        "_running",
+        "_size",
+        "_started",
+        "_stopping",
+        "_thread",
+        "_work",
+        "_write",
+        "_write_nowait",
+        "_writing",
+    )
+
     def __init__(
         self,
         write: Callable[[bytes], object],

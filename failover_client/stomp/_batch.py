@@ -154,6 +154,8 @@ class GroupCommit:
     back; the session acts on the outcomes.
     """
 
+    __slots__ = ("_encode", "_lock", "_max_batch", "_numbers", "_open", "_prefix")
+
     def __init__(
         self,
         encode: Encode,

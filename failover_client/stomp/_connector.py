@@ -59,6 +59,8 @@ class StompConnector:
     timeouts (the same checks and messages as every adapter's).
     """
 
+    __slots__ = ("_clock", "_confirm_mode", "_grace", "_options", "_settings", "_transport_factory")
+
     def __init__(
         self,
         options: FailoverOptions | None = None,

@@ -80,6 +80,8 @@ class ConnectSettings:
 class Handshake:
     """Opens one session once (the connecting thread; CONNECTED arrives on the I/O thread)."""
 
+    __slots__ = ("_connect_written", "_inbound", "_outbound", "_settings", "_state")
+
     def __init__(
         self,
         state: SessionState,

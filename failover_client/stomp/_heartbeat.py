@@ -120,6 +120,8 @@ class HeartbeatState:
     the clock restarts when the dispatch ends.
     """
 
+    __slots__ = ("_dispatching", "_last_received", "_last_sent", "_lock", "plan")
+
     def __init__(self, plan: HeartbeatPlan, now: float) -> None:
         self.plan = plan
         self._last_received = now
@@ -189,6 +191,19 @@ class HeartbeatMonitor:
     ``on_silence`` may block (it fails confirmations and tells the engine), so it runs on a
     short-lived thread of its own, started only when a broker is found silent.
     """
+
+    __slots__ = (
+        "_clock",
+        "_entry",
+        "_lock",
+        "_name",
+        "_on_silence",
+        "_reporter",
+        "_send_beat",
+        "_stopped",
+        "_timers",
+        "state",
+    )
 
     def __init__(
         self,

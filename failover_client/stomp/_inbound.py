@@ -47,6 +47,8 @@ _UNKNOWN_RECEIPT_LOG_INTERVAL = 10.0
 class FrameEvents:
     """The inbound side of one session (stomp.py's I/O thread, and the watchdog)."""
 
+    __slots__ = ("_outbound", "_refused_by", "_sniff_done", "_sniffed", "_state", "_throttle")
+
     def __init__(self, state: SessionState, outbound: Outbound) -> None:
         self._state = state
         self._outbound = outbound

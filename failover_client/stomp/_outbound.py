@@ -32,6 +32,8 @@ _log = logging.getLogger("failover_client.stomp")
 class Outbound:
     """The write side of one session (callers' threads, the writer and the watchdog)."""
 
+    __slots__ = ("_count_sends", "_state", "_writer_runs")
+
     def __init__(self, state: SessionState) -> None:
         self._state = state
         self._count_sends = True

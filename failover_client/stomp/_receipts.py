@@ -58,6 +58,17 @@ class ReceiptBook:
     receipt id) and unguessable by the peer (``nonce``: a new random one when None).
     """
 
+    __slots__ = (
+        "_closed_by",
+        "_counter",
+        "_held",
+        "_lock",
+        "_prefix",
+        "_waiting",
+        "premature",
+        "unknown",
+    )
+
     def __init__(self, prefix: str = "fc-", nonce: str | None = None) -> None:
         self._prefix = with_nonce(prefix, nonce)
         self._counter = itertools.count(1)

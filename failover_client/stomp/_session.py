@@ -85,6 +85,8 @@ class StompSession:
     which calls :meth:`open`.
     """
 
+    __slots__ = ("_client_id", "_handshake", "_inbound", "_outbound", "_state")
+
     def __init__(
         self,
         address: BrokerAddress,
