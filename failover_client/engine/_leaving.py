@@ -181,7 +181,7 @@ class Departures:
         if stop and slot.alive:
             # Released before the UNSUBSCRIBE: a message of theirs still waiting for its
             # handler is not acknowledged on a subscription the broker already ended.
-            slot.stopped.update(stop)
+            slot.stopped.update(dict.fromkeys(stop))
             self._ack_handled(slot, stop)  # a broker may refuse an ack after the UNSUBSCRIBE
             self._unsubscribe(slot, stop)
         departure = _Departure(
@@ -201,7 +201,8 @@ class Departures:
 
     def _unsubscribe(self, slot: Slot, ids: list[str]) -> None:
         with self._state.cond:
-            slot.subscribed.difference_update(ids)
+            for subscription_id in ids:
+                slot.subscribed.pop(subscription_id, None)
         with slot.io_lock:
             session = slot.session
             if session is None or not slot.alive:

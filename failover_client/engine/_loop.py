@@ -121,7 +121,7 @@ class ReconnectLoop:
             when_flushed=when_flushed or _flushed_at_once,
             ack_handled=ack_handled,
         )
-        self._probe_struck: set[str] = set()
+        self._probe_struck: dict[str, None] = {}  # a dict's keys: 64 bytes empty, a set 216
         self._duplicates = DuplicateNotice(options)
         self.first_outcome: threading.Event = LazyEvent()
         """Set once the first connection succeeded or the loop gave up / was closed."""
@@ -388,7 +388,7 @@ class ReconnectLoop:
             try:
                 found = self._dialer.open(address)
             except (AuthenticationFailed, TLSFailure):
-                self._probe_struck.add(address.key)
+                self._probe_struck[address.key] = None
             except ConnectionFailure:
                 continue
             else:

@@ -107,7 +107,7 @@ class NoWait:
         self._wakeup = state_wakeup
         with self._cond:
             # Read only by ClockCondition.notify_all, under the same lock.
-            self._cond._waiters.add(state_wakeup)
+            self._cond._waiters[state_wakeup] = None
 
     # --- start-up ----------------------------------------------------------------------------
 

@@ -33,9 +33,11 @@ _MAX_REASONS = 16
 """Left-out entries a delta lists at most (the rest only counts): its log line stays short."""
 
 _TLS_SCHEME = {"stomp": "stomp+ssl", "amqp": "amqps", "openwire": "ssl"}
+_PROTOCOLS: dict[frozenset[str], frozenset[str]] = {}
+"""One frozenset (216 bytes) per distinct set of protocols, shared by every pool."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerState:
     """One known broker. ``last_error`` is the error's type and message (never a password)."""
 
@@ -197,7 +199,8 @@ class BrokerPool:
         self._max = quarantine_max
         self._address_map = address_map
         self._seeds = tuple(seeds)
-        self._protocols = frozenset(s.protocol for s in seeds)
+        protocols = frozenset(s.protocol for s in seeds)
+        self._protocols = _PROTOCOLS.setdefault(protocols, protocols)
         """The protocol of the connection; empty until the first entry of a seedless pool."""
         self._states: dict[str, BrokerState] = {}
         for seed in seeds:
@@ -441,7 +444,8 @@ class BrokerPool:
         if address is None:
             return None
         if not self._protocols:
-            self._protocols = frozenset((address.protocol,))  # the first entry decides
+            protocols = frozenset((address.protocol,))  # the first entry decides
+            self._protocols = _PROTOCOLS.setdefault(protocols, protocols)
         template = next((s for s in self._seeds if s.protocol == address.protocol), None)
         scheme = address.scheme
         known = self._states.get(address.key)

@@ -91,12 +91,12 @@ class SubscriptionKeeper:
 
     def claim(self, slot: Slot, subscription_id: str) -> None:
         """``subscription_id`` is about to be written to ``slot`` (its caller writes it)."""
-        slot.subscribed.add(subscription_id)
+        slot.subscribed[subscription_id] = None
 
     def claim_missing(self, slot: Slot) -> list[SubscriptionSpec]:
         """The subscriptions ``slot`` was never asked for, in creation order, now claimed."""
         specs = [s for s in self._registry.specs() if s.id not in slot.subscribed]
-        slot.subscribed.update(s.id for s in specs)
+        slot.subscribed.update(dict.fromkeys(s.id for s in specs))
         return specs
 
     def release(self, subscription_id: str, slot: Slot | None) -> bool:
@@ -104,7 +104,7 @@ class SubscriptionKeeper:
         self._registry.remove(subscription_id)
         if slot is None or subscription_id not in slot.subscribed:
             return False
-        slot.subscribed.discard(subscription_id)
+        slot.subscribed.pop(subscription_id, None)
         return True
 
     def unanswered(self, slot: Slot) -> int:
@@ -119,7 +119,7 @@ class SubscriptionKeeper:
         with self._cond:
             if not slot.alive or session is None:
                 return False
-            slot.pending_subs.add(spec.id)
+            slot.pending_subs[spec.id] = None
         try:
             session.subscribe(spec, partial(self._answered, slot, spec.id))
         except ConnectionFailure as exc:
@@ -158,7 +158,7 @@ class SubscriptionKeeper:
             if not slot.alive or life.is_over():
                 return True
             pending = slot.pending_subs
-            return not pending if waiting is None else pending.isdisjoint(waiting)
+            return not pending if waiting is None else pending.keys().isdisjoint(waiting)
 
         with self._cond:
             self._cond.wait_until(answered, self._clock.monotonic() + PROBE_TIMEOUT)
@@ -184,7 +184,7 @@ class SubscriptionKeeper:
         with self._cond:
             if subscription_id not in slot.pending_subs:
                 return
-            slot.pending_subs.discard(subscription_id)
+            slot.pending_subs.pop(subscription_id, None)
             subscription = self._registry.get(subscription_id)
             if subscription is not None:
                 if outcome is None:
@@ -234,7 +234,7 @@ class SubscriptionKeeper:
         self, subscription: Subscription, slot: Slot, error: BaseException
     ) -> SubscriptionFailed:
         self._registry.remove(subscription.id)
-        slot.subscribed.discard(subscription.id)
+        slot.subscribed.pop(subscription.id, None)
         subscription.error = error
         return SubscriptionFailed(
             subscription.id, subscription.destination, slot.broker, subscription.losses, error
