@@ -52,6 +52,8 @@ class WakeEvent(LazyEvent):
     thread; it must be quick and must not block.
     """
 
+    __slots__ = ("hook",)
+
     def __init__(self) -> None:
         super().__init__()
         self.hook: Callable[[], None] | None = None

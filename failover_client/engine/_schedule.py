@@ -109,7 +109,7 @@ _CLASSIC_DEFAULT_DELAY = 0.01
 """Classic's DEFAULT_INITIAL_RECONNECT_DELAY (10 ms), which its reset compares against."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReconnectSchedule:
     """The reconnect delays and attempt limits of one connection, per :data:`ReconnectStyle`.
 

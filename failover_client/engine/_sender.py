@@ -65,6 +65,9 @@ class SendCounters:
 class Sender(PoisonSearch, Settling):
     """Sends of one connection: submit, write, confirm, wait, flush, replay."""
 
+    __slots__ = ("_clock", "_cond", "_counters", "_duplicate_header", "_failover_timeout", "_life",
+                 "_message_ids", "_outbox", "_spellings", "_timeout", "observer")  # fmt: skip
+
     def __init__(
         self,
         *,

@@ -27,6 +27,8 @@ __all__ = ["PoisonSearch", "resent"]
 class PoisonSearch:
     """Blame, probe and quarantine; the state is the :class:`Sender`'s."""
 
+    __slots__ = ()
+
     _outbox: Outbox
     _counters: SendCounters
     _cond: ClockCondition

@@ -48,6 +48,8 @@ class Confirmation:
 class Settling:
     """Settle sends by the broker's verdicts; the state is the :class:`Sender`'s."""
 
+    __slots__ = ("confirm_together",)
+
     _outbox: Outbox
     _counters: SendCounters
     _cond: ClockCondition

@@ -21,7 +21,7 @@ from failover_client.uri import BrokerAddress, FailoverOptions
 __all__ = ["ConnectorSettings"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConnectorSettings:
     """The protocol-neutral settings of one connector; :class:`ConfigurationError` when wrong.
 

@@ -52,7 +52,7 @@ _COMMIT_PREFIX = "fx-"
 """Transaction and COMMIT receipt ids (the receipt book's own ids start ``fc-``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConnectSettings:
     """How one session connects: what CONNECT says, TLS, and how sends are confirmed."""
 

@@ -62,7 +62,7 @@ def parse_heartbeat_header(value: str | None) -> tuple[int, int]:
     return (int(parts[0]), int(parts[1]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HeartbeatPlan:
     """What was negotiated, in seconds; 0 switches that direction off."""
 
