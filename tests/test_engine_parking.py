@@ -63,16 +63,17 @@ def _parking(waits: list[float | None]) -> tuple[Parking, _Loop, _Timers, WakeEv
     loop = _Loop(waits, wake)
     timers = _Timers()
     clock = FakeClock(start=100.0)
-    parking = Parking(loop.steps(), wake, timers.schedule, clock, "failover-client-loop-test")
-    original = parking._park
 
-    def park(wake_at: float | None) -> bool:
-        parked = original(wake_at)
-        if parked:
-            loop.parked.release()
-        return parked
+    class Probed(Parking):
+        """Tells the test each time the loop parked."""
 
-    parking._park = park  # type: ignore[method-assign]
+        def _park(self, wake_at: float | None) -> bool:
+            parked = super()._park(wake_at)
+            if parked:
+                loop.parked.release()
+            return parked
+
+    parking = Probed(loop.steps(), wake, timers.schedule, clock, "failover-client-loop-test")
     return parking, loop, timers, wake
 
 

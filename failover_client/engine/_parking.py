@@ -68,6 +68,20 @@ class WakeEvent(LazyEvent):
 class Parking:
     """Runs a loop's passes on short-lived threads, parked between them (module docstring)."""
 
+    __slots__ = (
+        "_clock",
+        "_generation",
+        "_lock",
+        "_name",
+        "_parked",
+        "_schedule",
+        "_steps",
+        "_thread",
+        "_timer",
+        "_wake",
+        "done",
+    )
+
     def __init__(
         self,
         steps: Steps,
