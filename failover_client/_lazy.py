@@ -131,12 +131,13 @@ class LazyCondition:
 
     Every method must be called with the lock held (with ``with``), as a Condition's: then the
     queue is made and read under that lock, and a notify that finds none has nobody to wake.
+    ``lock``: a reentrant lock to share with other conditions (default: a new one).
     """
 
     __slots__ = ("_cond", "_lock")
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
+    def __init__(self, lock: threading.RLock | None = None) -> None:
+        self._lock = threading.RLock() if lock is None else lock
         self._cond: threading.Condition | None = None
 
     def __enter__(self) -> bool:

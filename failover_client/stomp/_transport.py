@@ -123,9 +123,12 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         )
         # stomp.py gives each transport four conditions and a semaphore (about 6 KiB): the
         # conditions become ones that make their waiter queue only when waited on (only
-        # close-time waits, if any), the semaphore (a mutex around sendall) a lock.
+        # close-time waits, if any), over one reentrant lock (stomp.py holds each only around
+        # a few assignments, never while calling out, and a wait releases it whole); the
+        # semaphore (a mutex around sendall) a lock.
+        shared = threading.RLock()
         for name in _CONDITIONS:
-            setattr(self, name, LazyCondition())
+            setattr(self, name, LazyCondition(shared))
         self._Transport__socket_semaphore = threading.Lock()
         self._address = (host, port)
         self._dial = SocketDial(
