@@ -64,12 +64,14 @@ from failover_client.stomp._ioloop import read_loop
 __all__ = ["BoundTransport"]
 
 _RECV_BYTES = 16384
-_RECV_SMALL = 1024
+_RECV_SMALL = 512 - 33
 """Bytes asked of ``recv`` after a read that did not fill this much (see ``receive``).
 
 A blocked ``recv`` holds a buffer of the size it asked for: 16 KiB for every idle connection
-(heart-beats only), for as long as it waits. After a small read the next asks for 1 KiB (a
-RECEIPT or a heart-beat fits); a read that fills it switches back to 16 KiB. Plain TCP only.
+(heart-beats only), for as long as it waits. After a small read the next asks for 479 bytes (a
+RECEIPT or a heart-beat fits): with the bytes object's 33-byte header that is 512, the largest
+block Python's small-object allocator serves, where a bigger one comes from malloc. A read that
+fills it switches back to 16 KiB. Plain TCP only.
 """
 
 _CONDITIONS = tuple(
