@@ -21,7 +21,8 @@ Each child first opens and closes one connection (imports and first-use set-up a
 connection's cost), then opens the N connections, waits for start-up threads to end, and
 measures: threads added per connection, resident memory added per connection, and process
 CPU time over ``--idle`` seconds, in ms per connection per minute. Clients are interleaved
-within each round; with several rounds the medians are reported.
+within each round; with several rounds the medians are reported. Where a STOMP connection's
+memory goes (stacks, Python objects, malloc; the allocation sites): ``probe_idle_memory.py``.
 """
 
 from __future__ import annotations
