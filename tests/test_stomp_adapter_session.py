@@ -86,7 +86,7 @@ class ScriptedTransport:
         self.stage = "TCP connect"
         self.vhost = None
 
-    # -- what stomp.py's Transport offers the session and Protocol12 --
+    # -- what stomp.py's Transport offers the session --
     def override_threading(self, factory: Any) -> None:
         self.thread_factory = factory
 

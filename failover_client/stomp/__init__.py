@@ -7,7 +7,8 @@ implement :mod:`failover_client.adapter`. A session is put together from its han
 broker (``_transport``) that dials through :mod:`failover_client.net`. stomp.py stays the
 parser of what the broker sends and builds CONNECT; after the handshake the session encodes
 frames itself (``_encode``, byte-for-byte what stomp.py writes). The adapter uses stomp.py
-internals (``Transport``, ``Protocol12``), hence the tested version range in ``setup.cfg``.
+internals (``Transport``'s private I/O loop attributes), hence the tested version range in
+``setup.cfg``.
 """
 
 from __future__ import annotations
