@@ -120,10 +120,13 @@ class SourceDriver:
         if start is not None and start > self._position:
             raise self._gap(start)
         committed = start if start is not None else self._planned_end
+        timer = _Timer(self._clock)
         # The batch before is acknowledged first (the broker's window opens for the next),
         # and its confirmation awaited last: the broker works through the ACKs while this
         # batch is spooled.
         asked = None if committed is None else self._acknowledge(committed)
+        timer.lap("acknowledge")
+        before = self._position
         try:
             if start is not None and self._position > start:
                 # Spooled but never planned (the driver died between the spool write and
@@ -133,11 +136,19 @@ class SourceDriver:
             self.consumer.check()
             step = self._pacer.step(self._position, limit, self.consumer.buffered())
             if step is not None:
-                received = self._spool_new(step)
+                received = self._spool_new(step, timer)
                 self._pacer.planned(self._position, received, step)
             return self._position
         finally:
             self._await(asked, f"the commit of offsets below {committed}")
+            timer.lap("await")
+            log.debug(
+                "failover source timeline: latestOffset %d..%d (%d buffered) %s",
+                before,
+                self._position,
+                self.consumer.buffered(),
+                timer,
+            )
 
     def prepare_available_now(self) -> None:
         """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
@@ -213,9 +224,10 @@ class SourceDriver:
             size += sum(len(m.body) for m in more)
         return taken
 
-    def _spool_new(self, step: Step) -> int:
+    def _spool_new(self, step: Step, timer: _Timer) -> int:
         """Spool what ``step`` takes; returns the deliveries taken (copies included)."""
         deliveries = self._take(step)
+        timer.lap("take")
         if not deliveries:
             return 0
         admission = self.ledger.admit(deliveries)
@@ -233,9 +245,10 @@ class SourceDriver:
             )
         if not admission.fresh:
             return len(deliveries)
-        batch = write_parts(
-            self.spool, self._position, spooled(admission.fresh), self._options.num_partitions
-        )
+        rows = spooled(admission.fresh)
+        timer.lap("rows")
+        batch = write_parts(self.spool, self._position, rows, self._options.num_partitions)
+        timer.lap("spool")
         self.ledger.spooled(batch.end, admission)
         self._position = batch.end
         return len(deliveries)
@@ -244,8 +257,10 @@ class SourceDriver:
         """The spool files of the batch ``start`` .. ``end`` (SpoolGap if the spool lacks some)."""
         if end > self._position:
             raise self._gap(end)
+        timer = _Timer(self._clock)
         batches = self.spool.covering(start, end)
         self._planned_end = end
+        log.debug("failover source timeline: partitions %d..%d %s", start, end, timer.lap("list"))
         return batches
 
     def commit(self, end: int) -> None:
@@ -253,7 +268,11 @@ class SourceDriver:
 
         Returns once the brokers confirmed the acknowledgements (see the module docstring).
         """
-        self._await(self._acknowledge(end), f"the commit of offsets below {end}")
+        timer = _Timer(self._clock)
+        asked = self._acknowledge(end)
+        timer.lap("acknowledge")
+        self._await(asked, f"the commit of offsets below {end}")
+        log.debug("failover source timeline: commit %d %s", end, timer.lap("await"))
 
     def _acknowledge(self, end: int) -> tuple[SettleQuestion, int] | None:
         """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
@@ -314,3 +333,22 @@ class SourceDriver:
             f"SourceDriver(position={self._position}, {self.ledger!r}, {self._pacer!r}, "
             f"{self.consumer!r})"
         )
+
+
+class _Timer:
+    """Milliseconds spent in each step of one offset call, for the DEBUG timeline."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last = clock.monotonic()
+        self._laps: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> _Timer:
+        """Record the time since the last lap as ``name``; returns itself (to log)."""
+        now = self._clock.monotonic()
+        self._laps.append((name, now - self._last))
+        self._last = now
+        return self
+
+    def __str__(self) -> str:
+        return " ".join(f"{name}={seconds * 1000:.0f}ms" for name, seconds in self._laps)
