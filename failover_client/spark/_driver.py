@@ -9,12 +9,16 @@ this order for micro-batch N (measured, see SPARK.md)::
 
 so :meth:`SourceDriver.latest` spools the buffered deliveries (how many, and whether it waits
 for them, is :class:`~failover_client.spark._pacing.Pacer`'s call) (each batch's file is written
-*before* its end offset leaves this process) and :meth:`SourceDriver.commit` acknowledges them
-once Spark committed, and returns only once the brokers confirmed they have those
-acknowledgements (or :data:`ACK_CONFIRM_WAIT` passed, with a warning): Spark may end this
-process right after its last commit (``Trigger.AvailableNow`` does), and an ACK still in a
-socket buffer then is lost, so the next run would get those messages again. Two details of the
-API shape the rest:
+*before* its end offset leaves this process) and acknowledges what Spark committed. The brokers'
+confirmation that they have those acknowledgements (:data:`ACK_CONFIRM_WAIT` at most, then a
+warning) is awaited before this process may end: by the same call when no batch follows it
+(idle, the last batch of ``Trigger.AvailableNow``, ``Trigger.Once``'s only one: Spark may end
+the process right after, and an ACK still in a socket buffer would be lost, so the next run
+would get those messages again), else by the next offset call, a whole batch later, when the
+answer has long arrived: waiting for it in the same call cost a quarter to half a second of
+every batch (measured, docs/spark.md). A process killed in between loses at most one batch's
+ACKs, which a killed driver can lose anyway: the broker redelivers them and the ledger drops
+them by id. Two details of the API shape the rest:
 
 * an idle stream never commits its last batch (commit(N) waits for batch N+1), so the start
   offset of every ``latestOffset`` call is taken as committed too: Spark passes the end of
@@ -29,6 +33,7 @@ API shape the rest:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from failover_client import Clock, Message, SettleQuestion, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
@@ -80,6 +85,8 @@ class SourceDriver:
         """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
         arrival), confirmed with the next commit or at close."""
         self._depth_asked: float | None = None
+        self._confirming: _Asked | None = None
+        """Asked by the last plan: awaited by the next offset call (or ``close``)."""
         state = spool.state()
         self.ledger: AckLedger[Message] = AckLedger(
             committed=state.committed_end, retained=spool.retained
@@ -121,9 +128,11 @@ class SourceDriver:
             raise self._gap(start)
         committed = start if start is not None else self._planned_end
         timer = _Timer(self._clock)
-        # The batch before is acknowledged first (the broker's window opens for the next),
-        # and its confirmation awaited last: the broker works through the ACKs while this
-        # batch is spooled.
+        # Asked a whole batch ago: the brokers answered long since.
+        earlier, self._confirming = self._confirming, None
+        self._await(earlier)
+        # The batch before is acknowledged first (the broker's window opens for the next);
+        # the brokers work through the ACKs while this batch is spooled and run.
         asked = None if committed is None else self._acknowledge(committed)
         timer.lap("acknowledge")
         before = self._position
@@ -140,7 +149,14 @@ class SourceDriver:
                 self._pacer.planned(self._position, received, step)
             return self._position
         finally:
-            self._await(asked, f"the commit of offsets below {committed}")
+            if asked is not None and self._position > before and self._continues(limit):
+                # A batch follows, and with it the next offset call: its confirmation is
+                # awaited there, off this batch's critical path.
+                self._confirming = asked
+            else:
+                # Idle, or the last batch of AvailableNow / Once: Spark may end this process
+                # after this call, and an ACK still in a socket buffer would be lost.
+                self._await(asked)
             timer.lap("await")
             log.debug(
                 "failover source timeline: latestOffset %d..%d (%d buffered) %s",
@@ -149,6 +165,14 @@ class SourceDriver:
                 self.consumer.buffered(),
                 timer,
             )
+
+    def _continues(self, limit: int | None) -> bool:
+        """Whether another offset call surely follows the batch just planned.
+
+        Not after AvailableNow's last batch, nor after Trigger.Once's only one (``limit``
+        None, Spark's ``ReadAllAvailable``): Spark may end this process once it ran.
+        """
+        return limit is not None and not self._pacer.done
 
     def prepare_available_now(self) -> None:
         """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
@@ -212,12 +236,18 @@ class SourceDriver:
         if not step.drain or not taken:
             return taken
         size = sum(len(m.body) for m in taken)
+        until = None if step.within is None else self._clock.monotonic() + step.within
         while step.limit is None or len(taken) < step.limit:
             room = None if step.max_bytes is None else step.max_bytes - size
             if room is not None and room <= 0:
                 break
+            wait = step.wait
+            if until is not None:
+                wait = min(wait, until - self._clock.monotonic())
+                if wait <= 0:
+                    break
             wanted = None if step.limit is None else step.limit - len(taken)
-            more = self.consumer.take(wanted, step.wait, room, whole=False)
+            more = self.consumer.take(wanted, wait, room, whole=False)
             if not more:
                 break
             taken += more
@@ -266,15 +296,21 @@ class SourceDriver:
     def commit(self, end: int) -> None:
         """Spark committed every offset below ``end``: record it, acknowledge, await the brokers.
 
-        Returns once the brokers confirmed the acknowledgements (see the module docstring).
+        Returns once the brokers confirmed the acknowledgements it wrote (see the module
+        docstring); usually the plan before acknowledged them already and this does nothing.
         """
         timer = _Timer(self._clock)
         asked = self._acknowledge(end)
         timer.lap("acknowledge")
-        self._await(asked, f"the commit of offsets below {end}")
+        if asked is not None:
+            # Acknowledged here, not by the plan before (PySpark 4.0 / 4.1, or a commit past
+            # it): confirmed now, with whatever the plan left to confirm.
+            earlier, self._confirming = self._confirming, None
+            self._await(earlier)
+        self._await(asked)
         log.debug("failover source timeline: commit %d %s", end, timer.lap("await"))
 
-    def _acknowledge(self, end: int) -> tuple[SettleQuestion, int] | None:
+    def _acknowledge(self, end: int) -> _Asked | None:
         """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
         confirm every acknowledgement not yet confirmed (returned, with their count)."""
         if end > self.ledger.committed:
@@ -287,13 +323,14 @@ class SourceDriver:
         waiting, self._unconfirmed = self._unconfirmed, []
         if not waiting:
             return None
-        return self.consumer.ask(waiting), len(waiting)
+        return _Asked(self.consumer.ask(waiting), len(waiting), end)
 
-    def _await(self, asked: tuple[SettleQuestion, int] | None, what: str) -> None:
+    def _await(self, asked: _Asked | None, what: str | None = None) -> None:
         """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
         if asked is None:
             return
-        question, count = asked
+        question, count = asked.question, asked.count
+        what = what or f"the commit of offsets below {asked.end}"
         outcome = question.wait(ACK_CONFIRM_WAIT)
         if outcome.complete:
             return
@@ -316,6 +353,8 @@ class SourceDriver:
         Only uncommitted deliveries stay unacknowledged: the brokers redeliver them.
         """
         try:
+            earlier, self._confirming = self._confirming, None
+            self._await(earlier)
             self._await(self._acknowledge(self.ledger.committed), "closing")
         finally:
             self.consumer.close()
@@ -333,6 +372,15 @@ class SourceDriver:
             f"SourceDriver(position={self._position}, {self.ledger!r}, {self._pacer!r}, "
             f"{self.consumer!r})"
         )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A confirmation asked for: ``count`` acknowledgements, of offsets below ``end``."""
+
+    question: SettleQuestion
+    count: int
+    end: int
 
 
 class _Timer:
