@@ -10,8 +10,11 @@ from __future__ import annotations
 import collections
 import inspect
 import pickle
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pytest
@@ -150,9 +153,21 @@ def source(tmp_path: Path, **extra: str):
 IDENTITY = {"destinations": ["/queue/in"], "selector": None}
 
 
+T = TypeVar("T")
+
+
+class Inline(Executor):
+    """Runs what is submitted at once, so the order of the driver's calls is the test's."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
 def driver_on(tmp_path: Path, consumer: ScriptedConsumer, *, retained: int = 1000) -> SourceDriver:
     spool = Spool.open(str(tmp_path / "checkpoint"), IDENTITY, retained=retained)
-    return SourceDriver(source(tmp_path), spool, consumer)
+    return SourceDriver(source(tmp_path), spool, consumer, acker=Inline())
 
 
 # --- the ledger --------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from failover_client.spark._pacing import FILL_GAP, FILL_WITHIN
 from failover_client.spark._source import FailoverStreamReader, source_schema
 from failover_client.spark._spool import Spool
 from failover_client.testing import FakeClock, FakeConnector
-from tests.test_spark_source_pure import IDENTITY, URI, Delivery, ScriptedConsumer
+from tests.test_spark_source_pure import IDENTITY, URI, Delivery, Inline, ScriptedConsumer
 
 
 class ActiveMQConsumer(ScriptedConsumer):
@@ -82,6 +82,7 @@ def driver_with(
         consumer,  # type: ignore[arg-type]
         depth=depth,  # type: ignore[arg-type]
         clock=clock or FakeClock(),
+        acker=Inline(),
     )
 
 

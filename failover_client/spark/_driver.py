@@ -33,6 +33,8 @@ them by id. Two details of the API shape the rest:
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from failover_client import Clock, Message, SettleQuestion, SystemClock
@@ -73,6 +75,7 @@ class SourceDriver:
         *,
         depth: QueueDepth | None = None,
         clock: Clock | None = None,
+        acker: Executor | None = None,
     ) -> None:
         self._options = options
         self.spool = spool
@@ -85,6 +88,8 @@ class SourceDriver:
         """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
         arrival), confirmed with the next commit or at close."""
         self._depth_asked: float | None = None
+        self._acker = acker or ThreadPoolExecutor(1, thread_name_prefix="failover-source-acks")
+        """Writes each committed batch's ACKs, one batch after the other (tests: inline)."""
         self._confirming: _Asked | None = None
         """Asked by the last plan: awaited by the next offset call (or ``close``)."""
         state = spool.state()
@@ -316,21 +321,42 @@ class SourceDriver:
         if end > self.ledger.committed:
             # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
             self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
-            for delivery in self.ledger.commit(end):
-                delivery.ack()
-                self._acknowledged += 1
-                self._unconfirmed.append(delivery)
+            done = self.ledger.commit(end)
+            self._acknowledged += len(done)
+            self._unconfirmed += done
         waiting, self._unconfirmed = self._unconfirmed, []
         if not waiting:
             return None
-        return _Asked(self.consumer.ask(waiting), len(waiting), end)
+        # Written by the acknowledging thread, in order: ten thousand ACK frames take a
+        # quarter to most of a second of Python, spent while Spark's JVM plans and runs the
+        # batch rather than before it (measured, docs/spark.md).
+        return _Asked(self._acker.submit(self._ack_and_ask, waiting), len(waiting), end)
+
+    def _ack_and_ask(self, messages: list[Message]) -> SettleQuestion:
+        """Acknowledge ``messages`` (copies acknowledged before are skipped) and ask the
+        brokers to confirm; runs on the acknowledging thread."""
+        for message in messages:
+            message.ack()
+        return self.consumer.ask(messages)
 
     def _await(self, asked: _Asked | None, what: str | None = None) -> None:
         """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
         if asked is None:
             return
-        question, count = asked.question, asked.count
+        count = asked.count
         what = what or f"the commit of offsets below {asked.end}"
+        try:
+            question = asked.written.result(ACK_CONFIRM_WAIT)
+        except FutureTimeout:
+            log.warning(
+                "failover source: %s: %d acknowledgements are not written after %.0f s (the "
+                "connection is stuck); what a broker did not get it delivers again, and the "
+                "source drops it by id as a copy of a committed one",
+                what,
+                count,
+                ACK_CONFIRM_WAIT,
+            )
+            return
         outcome = question.wait(ACK_CONFIRM_WAIT)
         if outcome.complete:
             return
@@ -357,6 +383,7 @@ class SourceDriver:
             self._await(earlier)
             self._await(self._acknowledge(self.ledger.committed), "closing")
         finally:
+            self._acker.shutdown(wait=False)  # its work was awaited above, or is stuck
             self.consumer.close()
 
     def _gap(self, offset: int) -> SpoolGap:
@@ -378,7 +405,8 @@ class SourceDriver:
 class _Asked:
     """A confirmation asked for: ``count`` acknowledgements, of offsets below ``end``."""
 
-    question: SettleQuestion
+    written: Future[SettleQuestion]
+    """Done once the acknowledging thread wrote the ACKs and asked for their confirmation."""
     count: int
     end: int
 
