@@ -28,9 +28,7 @@ from tests.test_spark_source_pure import (
 
 def driver_on(tmp_path: Path, consumer: ScriptedConsumer, parts: int) -> SourceDriver:
     spool = Spool.open(str(tmp_path / "checkpoint"), IDENTITY)
-    return SourceDriver(
-        source(tmp_path, numPartitions=str(parts)), spool, consumer, acker=Inline()
-    )
+    return SourceDriver(source(tmp_path, numPartitions=str(parts)), spool, consumer, acker=Inline())
 
 
 def reader_on(driver: SourceDriver, tmp_path: Path) -> FailoverStreamReader:
