@@ -16,12 +16,19 @@ from failover_client.spark._driver import SourceDriver
 from failover_client.spark._partitions import ids_if_whole, slices
 from failover_client.spark._source import FailoverStreamReader, source_schema
 from failover_client.spark._spool import Spool, SpoolBatch
-from tests.test_spark_source_pure import IDENTITY, URI, ScriptedConsumer, deliveries, source
+from tests.test_spark_source_pure import (
+    IDENTITY,
+    URI,
+    Inline,
+    ScriptedConsumer,
+    deliveries,
+    source,
+)
 
 
 def driver_on(tmp_path: Path, consumer: ScriptedConsumer, parts: int) -> SourceDriver:
     spool = Spool.open(str(tmp_path / "checkpoint"), IDENTITY)
-    return SourceDriver(source(tmp_path, numPartitions=str(parts)), spool, consumer)
+    return SourceDriver(source(tmp_path, numPartitions=str(parts)), spool, consumer, acker=Inline())
 
 
 def reader_on(driver: SourceDriver, tmp_path: Path) -> FailoverStreamReader:

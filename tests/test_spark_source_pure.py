@@ -10,8 +10,11 @@ from __future__ import annotations
 import collections
 import inspect
 import pickle
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pytest
@@ -150,9 +153,21 @@ def source(tmp_path: Path, **extra: str):
 IDENTITY = {"destinations": ["/queue/in"], "selector": None}
 
 
+T = TypeVar("T")
+
+
+class Inline(Executor):
+    """Runs what is submitted at once, so the order of the driver's calls is the test's."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
 def driver_on(tmp_path: Path, consumer: ScriptedConsumer, *, retained: int = 1000) -> SourceDriver:
     spool = Spool.open(str(tmp_path / "checkpoint"), IDENTITY, retained=retained)
-    return SourceDriver(source(tmp_path), spool, consumer)
+    return SourceDriver(source(tmp_path), spool, consumer, acker=Inline())
 
 
 # --- the ledger --------------------------------------------------------------------------------
@@ -229,12 +244,12 @@ def test_latest_spools_the_batch_before_reporting_its_end(tmp_path: Path) -> Non
     driver = driver_on(tmp_path, consumer)
     consumer.push(*deliveries("a", "b", "c"))
     assert driver.initial() == 0
-    end = driver.latest(0, 10)
+    end = driver.latest(0, 3)
     assert end == 3
     # What Spark will read is on disk now, in a file a fresh process finds.
     assert Spool(driver.spool.url).state().batches == (SpoolBatch(0, 3),)
-    # A normal trigger takes what is buffered without waiting for the broker.
-    assert consumer.takes == [(10, 0.0)]
+    # A normal trigger with a full batch buffered takes it without waiting for the broker.
+    assert consumer.takes == [(3, 0.0)]
 
 
 def test_nothing_is_acknowledged_before_spark_commits(tmp_path: Path) -> None:
@@ -262,21 +277,65 @@ def test_the_next_plan_acknowledges_up_to_its_start(tmp_path: Path) -> None:
     assert [d.acks for d in first] == [1, 1]
 
 
-def test_a_plan_asks_for_the_acks_confirmation_spools_then_waits_for_it(tmp_path: Path) -> None:
+def test_a_plan_asks_for_the_acks_confirmation_and_the_next_plan_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    consumer = ScriptedConsumer()
+    driver = driver_on(tmp_path, consumer)
+    # Full batches buffered (limits 2, then 1): each plan takes once.
+    consumer.push(*deliveries("a", "b"))
+    assert driver.latest(0, 2) == 2
+    consumer.push(*deliveries("c"))
+    consumer.calls.clear()
+    # Batch 0's two acks are asked for first, the broker confirms them while batch 1 is
+    # taken, spooled and run: the plan of batch 1 does not wait for the answer.
+    assert driver.latest(2, 1) == 3
+    assert consumer.calls == ["ask 2", "take"]
+    # Spark's own commit of batch 0 afterwards finds nothing left to acknowledge.
+    consumer.calls.clear()
+    driver.commit(2)
+    assert consumer.calls == []
+    # The next plan takes the answer first, then acknowledges batch 1.
+    consumer.push(*deliveries("d"))
+    assert driver.latest(3, 1) == 4
+    assert consumer.calls == ["wait 2", "ask 1", "take"]
+
+
+def test_a_plan_with_no_batch_after_it_waits_for_the_confirmation(tmp_path: Path) -> None:
+    # Idle (or AvailableNow's end): Spark may end this process after the call.
+    consumer = ScriptedConsumer()
+    driver = driver_on(tmp_path, consumer)
+    consumer.push(*deliveries("a", "b"))
+    assert driver.latest(0, 10) == 2
+    consumer.calls.clear()
+    assert driver.latest(2, 10) == 2
+    assert consumer.calls == ["ask 2", "wait 2"]
+
+
+def test_trigger_once_waits_for_the_confirmation_in_its_only_plan(tmp_path: Path) -> None:
     consumer = ScriptedConsumer()
     driver = driver_on(tmp_path, consumer)
     consumer.push(*deliveries("a", "b"))
     assert driver.latest(0, 10) == 2
     consumer.push(*deliveries("c"))
     consumer.calls.clear()
-    # Batch 0's two acks are asked for first, the broker confirms them while batch 1 is
-    # taken and spooled, and the plan returns only after the answer.
-    assert driver.latest(2, 10) == 3
-    assert consumer.calls == ["ask 2", "take", "wait 2"]
-    # Spark's own commit of batch 0 afterwards finds nothing left to confirm.
+    # ReadAllAvailable (no limit): Spark runs this batch and may stop.
+    assert driver.latest(2, None) == 3
+    assert consumer.calls[0] == "ask 2"
+    assert consumer.calls[-1] == "wait 2"
+
+
+def test_close_waits_for_the_confirmation_a_plan_left(tmp_path: Path) -> None:
+    consumer = ScriptedConsumer()
+    driver = driver_on(tmp_path, consumer)
+    consumer.push(*deliveries("a", "b"))
+    driver.latest(0, 10)
+    consumer.push(*deliveries("c"))
+    driver.latest(2, 10)
     consumer.calls.clear()
-    driver.commit(2)
-    assert consumer.calls == []
+    driver.close()
+    assert consumer.calls == ["wait 2"]
+    assert consumer.closed
 
 
 def test_without_a_start_offset_the_planned_batch_is_taken_as_committed(tmp_path: Path) -> None:

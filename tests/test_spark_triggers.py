@@ -23,10 +23,11 @@ from failover_client.spark._depth import (
     statistics_queue,
 )
 from failover_client.spark._driver import SourceDriver
+from failover_client.spark._pacing import FILL_GAP, FILL_WITHIN
 from failover_client.spark._source import FailoverStreamReader, source_schema
 from failover_client.spark._spool import Spool
 from failover_client.testing import FakeClock, FakeConnector
-from tests.test_spark_source_pure import IDENTITY, URI, Delivery, ScriptedConsumer
+from tests.test_spark_source_pure import IDENTITY, URI, Delivery, Inline, ScriptedConsumer
 
 
 class ActiveMQConsumer(ScriptedConsumer):
@@ -81,6 +82,7 @@ def driver_with(
         consumer,  # type: ignore[arg-type]
         depth=depth,  # type: ignore[arg-type]
         clock=clock or FakeClock(),
+        acker=Inline(),
     )
 
 
@@ -97,9 +99,53 @@ def test_an_idle_trigger_returns_at_once_without_waiting_for_the_broker(tmp_path
     assert driver.latest(0, 100) == 0
     assert driver.latest(0, 100) == 0
     assert consumer.takes == []  # nothing buffered: not even a look
+    consumer.push(*numbered(100))
+    assert driver.latest(0, 100) == 100
+    assert consumer.takes == [(100, 0.0)]  # a full batch buffered: nothing to wait for
+
+
+def test_a_batch_short_of_its_limit_takes_what_the_broker_is_still_sending(
+    tmp_path: Path,
+) -> None:
+    consumer = ScriptedConsumer()
+    driver = driver_with(tmp_path, consumer, receiveTimeout="30s")
     consumer.push(*numbered(1))
     assert driver.latest(0, 100) == 1
-    assert consumer.takes == [(100, 0.0)]
+    # Each further take waits at most FILL_GAP for a delivery; a quiet one ends the batch.
+    assert consumer.takes == [(100, FILL_GAP), (99, FILL_GAP)]
+
+
+class Trickle(ScriptedConsumer):
+    """A broker that delivers one message half a fill gap after each take asked for more."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def take(
+        self,
+        limit: int | None,
+        timeout: float,
+        max_bytes: int | None = None,
+        *,
+        whole: bool = True,
+    ) -> list[Delivery]:
+        if not self.queued:
+            self.clock.advance(timeout / 2)
+            self.push(*numbered(1, start=len(self.takes) + 1000))
+        return super().take(limit, timeout, max_bytes, whole=whole)
+
+
+def test_a_trickle_fills_a_batch_for_fill_within_at_most(tmp_path: Path) -> None:
+    clock = FakeClock()
+    consumer = Trickle(clock)
+    driver = driver_with(tmp_path, consumer, clock=clock, receiveTimeout="30s")
+    consumer.push(*numbered(1))
+    end = driver.latest(0, 1000)
+    # Never quiet for FILL_GAP, so FILL_WITHIN ends the batch, well short of its limit.
+    assert 2 <= end < 1000
+    waited = sum(timeout for _, timeout in consumer.takes[1:]) / 2
+    assert waited == pytest.approx(FILL_WITHIN, abs=FILL_GAP)
 
 
 # --- rate control -----------------------------------------------------------------------------

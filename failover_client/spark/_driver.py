@@ -9,12 +9,16 @@ this order for micro-batch N (measured, see SPARK.md)::
 
 so :meth:`SourceDriver.latest` spools the buffered deliveries (how many, and whether it waits
 for them, is :class:`~failover_client.spark._pacing.Pacer`'s call) (each batch's file is written
-*before* its end offset leaves this process) and :meth:`SourceDriver.commit` acknowledges them
-once Spark committed, and returns only once the brokers confirmed they have those
-acknowledgements (or :data:`ACK_CONFIRM_WAIT` passed, with a warning): Spark may end this
-process right after its last commit (``Trigger.AvailableNow`` does), and an ACK still in a
-socket buffer then is lost, so the next run would get those messages again. Two details of the
-API shape the rest:
+*before* its end offset leaves this process) and acknowledges what Spark committed. The brokers'
+confirmation that they have those acknowledgements (:data:`ACK_CONFIRM_WAIT` at most, then a
+warning) is awaited before this process may end: by the same call when no batch follows it
+(idle, the last batch of ``Trigger.AvailableNow``, ``Trigger.Once``'s only one: Spark may end
+the process right after, and an ACK still in a socket buffer would be lost, so the next run
+would get those messages again), else by the next offset call, a whole batch later, when the
+answer has long arrived: waiting for it in the same call cost a quarter to half a second of
+every batch (measured, docs/spark.md). A process killed in between loses at most one batch's
+ACKs, which a killed driver can lose anyway: the broker redelivers them and the ledger drops
+them by id. Two details of the API shape the rest:
 
 * an idle stream never commits its last batch (commit(N) waits for batch N+1), so the start
   offset of every ``latestOffset`` call is taken as committed too: Spark passes the end of
@@ -29,6 +33,9 @@ API shape the rest:
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from failover_client import Clock, Message, SettleQuestion, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
@@ -68,6 +75,7 @@ class SourceDriver:
         *,
         depth: QueueDepth | None = None,
         clock: Clock | None = None,
+        acker: Executor | None = None,
     ) -> None:
         self._options = options
         self.spool = spool
@@ -80,6 +88,10 @@ class SourceDriver:
         """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
         arrival), confirmed with the next commit or at close."""
         self._depth_asked: float | None = None
+        self._acker = acker or ThreadPoolExecutor(1, thread_name_prefix="failover-source-acks")
+        """Writes each committed batch's ACKs, one batch after the other (tests: inline)."""
+        self._confirming: _Asked | None = None
+        """Asked by the last plan: awaited by the next offset call (or ``close``)."""
         state = spool.state()
         self.ledger: AckLedger[Message] = AckLedger(
             committed=state.committed_end, retained=spool.retained
@@ -120,10 +132,15 @@ class SourceDriver:
         if start is not None and start > self._position:
             raise self._gap(start)
         committed = start if start is not None else self._planned_end
-        # The batch before is acknowledged first (the broker's window opens for the next),
-        # and its confirmation awaited last: the broker works through the ACKs while this
-        # batch is spooled.
+        timer = _Timer(self._clock)
+        # Asked a whole batch ago: the brokers answered long since.
+        earlier, self._confirming = self._confirming, None
+        self._await(earlier)
+        # The batch before is acknowledged first (the broker's window opens for the next);
+        # the brokers work through the ACKs while this batch is spooled and run.
         asked = None if committed is None else self._acknowledge(committed)
+        timer.lap("acknowledge")
+        before = self._position
         try:
             if start is not None and self._position > start:
                 # Spooled but never planned (the driver died between the spool write and
@@ -133,11 +150,34 @@ class SourceDriver:
             self.consumer.check()
             step = self._pacer.step(self._position, limit, self.consumer.buffered())
             if step is not None:
-                received = self._spool_new(step)
+                received = self._spool_new(step, timer)
                 self._pacer.planned(self._position, received, step)
             return self._position
         finally:
-            self._await(asked, f"the commit of offsets below {committed}")
+            if asked is not None and self._position > before and self._continues(limit):
+                # A batch follows, and with it the next offset call: its confirmation is
+                # awaited there, off this batch's critical path.
+                self._confirming = asked
+            else:
+                # Idle, or the last batch of AvailableNow / Once: Spark may end this process
+                # after this call, and an ACK still in a socket buffer would be lost.
+                self._await(asked)
+            timer.lap("await")
+            log.debug(
+                "failover source timeline: latestOffset %d..%d (%d buffered) %s",
+                before,
+                self._position,
+                self.consumer.buffered(),
+                timer,
+            )
+
+    def _continues(self, limit: int | None) -> bool:
+        """Whether another offset call surely follows the batch just planned.
+
+        Not after AvailableNow's last batch, nor after Trigger.Once's only one (``limit``
+        None, Spark's ``ReadAllAvailable``): Spark may end this process once it ran.
+        """
+        return limit is not None and not self._pacer.done
 
     def prepare_available_now(self) -> None:
         """Fix Trigger.AvailableNow's target: what the broker holds now, else until quiet."""
@@ -201,21 +241,28 @@ class SourceDriver:
         if not step.drain or not taken:
             return taken
         size = sum(len(m.body) for m in taken)
+        until = None if step.within is None else self._clock.monotonic() + step.within
         while step.limit is None or len(taken) < step.limit:
             room = None if step.max_bytes is None else step.max_bytes - size
             if room is not None and room <= 0:
                 break
+            wait = step.wait
+            if until is not None:
+                wait = min(wait, until - self._clock.monotonic())
+                if wait <= 0:
+                    break
             wanted = None if step.limit is None else step.limit - len(taken)
-            more = self.consumer.take(wanted, step.wait, room, whole=False)
+            more = self.consumer.take(wanted, wait, room, whole=False)
             if not more:
                 break
             taken += more
             size += sum(len(m.body) for m in more)
         return taken
 
-    def _spool_new(self, step: Step) -> int:
+    def _spool_new(self, step: Step, timer: _Timer) -> int:
         """Spool what ``step`` takes; returns the deliveries taken (copies included)."""
         deliveries = self._take(step)
+        timer.lap("take")
         if not deliveries:
             return 0
         admission = self.ledger.admit(deliveries)
@@ -233,9 +280,10 @@ class SourceDriver:
             )
         if not admission.fresh:
             return len(deliveries)
-        batch = write_parts(
-            self.spool, self._position, spooled(admission.fresh), self._options.num_partitions
-        )
+        rows = spooled(admission.fresh)
+        timer.lap("rows")
+        batch = write_parts(self.spool, self._position, rows, self._options.num_partitions)
+        timer.lap("spool")
         self.ledger.spooled(batch.end, admission)
         self._position = batch.end
         return len(deliveries)
@@ -244,37 +292,71 @@ class SourceDriver:
         """The spool files of the batch ``start`` .. ``end`` (SpoolGap if the spool lacks some)."""
         if end > self._position:
             raise self._gap(end)
+        timer = _Timer(self._clock)
         batches = self.spool.covering(start, end)
         self._planned_end = end
+        log.debug("failover source timeline: partitions %d..%d %s", start, end, timer.lap("list"))
         return batches
 
     def commit(self, end: int) -> None:
         """Spark committed every offset below ``end``: record it, acknowledge, await the brokers.
 
-        Returns once the brokers confirmed the acknowledgements (see the module docstring).
+        Returns once the brokers confirmed the acknowledgements it wrote (see the module
+        docstring); usually the plan before acknowledged them already and this does nothing.
         """
-        self._await(self._acknowledge(end), f"the commit of offsets below {end}")
+        timer = _Timer(self._clock)
+        asked = self._acknowledge(end)
+        timer.lap("acknowledge")
+        if asked is not None:
+            # Acknowledged here, not by the plan before (PySpark 4.0 / 4.1, or a commit past
+            # it): confirmed now, with whatever the plan left to confirm.
+            earlier, self._confirming = self._confirming, None
+            self._await(earlier)
+        self._await(asked)
+        log.debug("failover source timeline: commit %d %s", end, timer.lap("await"))
 
-    def _acknowledge(self, end: int) -> tuple[SettleQuestion, int] | None:
+    def _acknowledge(self, end: int) -> _Asked | None:
         """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
         confirm every acknowledgement not yet confirmed (returned, with their count)."""
         if end > self.ledger.committed:
             # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
             self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
-            for delivery in self.ledger.commit(end):
-                delivery.ack()
-                self._acknowledged += 1
-                self._unconfirmed.append(delivery)
+            done = self.ledger.commit(end)
+            self._acknowledged += len(done)
+            self._unconfirmed += done
         waiting, self._unconfirmed = self._unconfirmed, []
         if not waiting:
             return None
-        return self.consumer.ask(waiting), len(waiting)
+        # Written by the acknowledging thread, in order: ten thousand ACK frames take a
+        # quarter to most of a second of Python, spent while Spark's JVM plans and runs the
+        # batch rather than before it (measured, docs/spark.md).
+        return _Asked(self._acker.submit(self._ack_and_ask, waiting), len(waiting), end)
 
-    def _await(self, asked: tuple[SettleQuestion, int] | None, what: str) -> None:
+    def _ack_and_ask(self, messages: list[Message]) -> SettleQuestion:
+        """Acknowledge ``messages`` (copies acknowledged before are skipped) and ask the
+        brokers to confirm; runs on the acknowledging thread."""
+        for message in messages:
+            message.ack()
+        return self.consumer.ask(messages)
+
+    def _await(self, asked: _Asked | None, what: str | None = None) -> None:
         """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
         if asked is None:
             return
-        question, count = asked
+        count = asked.count
+        what = what or f"the commit of offsets below {asked.end}"
+        try:
+            question = asked.written.result(ACK_CONFIRM_WAIT)
+        except FutureTimeout:
+            log.warning(
+                "failover source: %s: %d acknowledgements are not written after %.0f s (the "
+                "connection is stuck); what a broker did not get it delivers again, and the "
+                "source drops it by id as a copy of a committed one",
+                what,
+                count,
+                ACK_CONFIRM_WAIT,
+            )
+            return
         outcome = question.wait(ACK_CONFIRM_WAIT)
         if outcome.complete:
             return
@@ -297,8 +379,11 @@ class SourceDriver:
         Only uncommitted deliveries stay unacknowledged: the brokers redeliver them.
         """
         try:
+            earlier, self._confirming = self._confirming, None
+            self._await(earlier)
             self._await(self._acknowledge(self.ledger.committed), "closing")
         finally:
+            self._acker.shutdown(wait=False)  # its work was awaited above, or is stuck
             self.consumer.close()
 
     def _gap(self, offset: int) -> SpoolGap:
@@ -314,3 +399,32 @@ class SourceDriver:
             f"SourceDriver(position={self._position}, {self.ledger!r}, {self._pacer!r}, "
             f"{self.consumer!r})"
         )
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A confirmation asked for: ``count`` acknowledgements, of offsets below ``end``."""
+
+    written: Future[SettleQuestion]
+    """Done once the acknowledging thread wrote the ACKs and asked for their confirmation."""
+    count: int
+    end: int
+
+
+class _Timer:
+    """Milliseconds spent in each step of one offset call, for the DEBUG timeline."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last = clock.monotonic()
+        self._laps: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> _Timer:
+        """Record the time since the last lap as ``name``; returns itself (to log)."""
+        now = self._clock.monotonic()
+        self._laps.append((name, now - self._last))
+        self._last = now
+        return self
+
+    def __str__(self) -> str:
+        return " ".join(f"{name}={seconds * 1000:.0f}ms" for name, seconds in self._laps)

@@ -4,8 +4,13 @@ Spark asks the source for the end of the next batch (``latestOffset``) on the dr
 query's critical path. Three kinds of trigger reach the source:
 
 * a processing-time or default trigger: Spark passes ``ReadMaxRows(maxMessagesPerBatch)``
-  and calls again soon when nothing is new, so the source takes what is buffered *now* and
-  never waits for the broker (an idle query stays cheap). ``maxBytesPerBatch`` bounds the
+  and calls again soon when nothing is new, so with nothing buffered the source returns at
+  once (an idle query stays cheap). With fewer buffered than the limit it keeps taking while
+  the broker is still delivering: until the limit, a pause of :data:`FILL_GAP`, or
+  :data:`FILL_WITHIN` in all. A batch pays a fixed cost in Spark (planning, the offset and
+  commit logs, its tasks: a third of a second on a loaded 2-core machine), so a batch cut
+  at the first messages of a window the broker is sending (the first batch after the
+  query's start always is) costs as much as a full one. ``maxBytesPerBatch`` bounds the
   bodies' bytes; ``minMessagesPerBatch`` holds a batch back until that many messages are
   buffered or ``maxBatchDelay`` passed since the last batch (Kafka's ``minOffsetsPerTrigger``
   and ``maxTriggerDelay``);
@@ -30,7 +35,15 @@ from dataclasses import dataclass
 from failover_client import Clock
 from failover_client.spark._options import SourceOptions
 
-__all__ = ["Pacer", "Step"]
+__all__ = ["FILL_GAP", "FILL_WITHIN", "Pacer", "Step"]
+
+FILL_GAP = 0.05
+"""A pause in deliveries this long (seconds) ends a batch short of its limit: the broker has
+sent what it had (a broker sending a window delivers thousands a second)."""
+
+FILL_WITHIN = 0.5
+"""The most seconds a batch short of its limit keeps taking (a steady trickle never pauses
+for :data:`FILL_GAP`)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,8 @@ class Step:
     """Seconds to wait for a delivery; 0 takes only what is buffered."""
     drain: bool
     """Keep taking until ``limit`` / ``max_bytes`` is reached or ``wait`` passes quietly."""
+    within: float | None = None
+    """With ``drain``: stop taking after this many seconds in all (None: no such bound)."""
 
 
 class Pacer:
@@ -101,6 +116,9 @@ class Pacer:
             waited = self._clock.monotonic() - self._last_batch
             if waited < options.max_batch_delay:
                 return None
+        if 0 < buffered < limit:
+            # The broker may be sending the rest of a window: take it in this batch.
+            return Step(limit, options.max_bytes_per_batch, FILL_GAP, True, FILL_WITHIN)
         return Step(limit, options.max_bytes_per_batch, 0.0, False)
 
     def planned(self, position: int, received: int, step: Step) -> None:

@@ -26,6 +26,7 @@ spool file by name, so a batch is replayed exactly, on any executor.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -45,7 +46,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from failover_client import FailoverClientError
+from failover_client import FailoverClientError, SystemClock
 from failover_client.spark._consumer import Consumer
 from failover_client.spark._depth import QueueDepth
 from failover_client.spark._driver import SourceDriver
@@ -78,6 +79,11 @@ __all__ = [
 ]
 
 _OFFSET_KEY = "position"
+
+log = logging.getLogger("failover_client.spark")
+
+_CLOCK = SystemClock()
+"""Times the DEBUG timeline's steps (durations only; nothing waits on it)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -289,13 +295,21 @@ class FailoverStreamReader(DataSourceStreamReader, _AvailableNowContract):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's messages, from its spool file (stateless: runs on any executor)."""
         assert isinstance(partition, SpoolPartition)
+        began = _CLOCK.monotonic()
         table = read_batch(partition.spool, partition.name, self.s3)
         offsets = table.column("offset")
         wanted = pc.and_(
             pc.greater_equal(offsets, partition.start), pc.less(offsets, partition.end)
         )
         table = table.filter(wanted)
-        yield from output_table(table, self.options.body_as_string).to_batches()
+        output = output_table(table, self.options.body_as_string)
+        log.debug(
+            "failover source timeline: read %s (%d rows) in %.0f ms",
+            partition.name,
+            output.num_rows,
+            (_CLOCK.monotonic() - began) * 1000,
+        )
+        yield from output.to_batches()
 
     def __repr__(self) -> str:
         return f"FailoverStreamReader({self.options!r}, started={self._driver is not None})"
@@ -329,10 +343,17 @@ def _text(bodies: pa.ChunkedArray) -> pa.ChunkedArray:
 def _open_driver(options: SourceOptions, s3: S3Settings | None = None) -> SourceDriver:
     assert options.checkpoint_location is not None  # checked by stream_reader
     identity = {"destinations": list(options.destinations), "selector": options.selector}
+    began = _CLOCK.monotonic()
     spool = Spool.open(options.checkpoint_location, identity, s3=s3)
     consumer = Consumer(options)
     try:
         consumer.start()
+        log.debug(
+            "failover source timeline: driver opened (spool, connect, subscribe) in %.0f ms, "
+            "%d delivered so far",
+            (_CLOCK.monotonic() - began) * 1000,
+            consumer.buffered(),
+        )
         depth = None
         if options.queue_depth:
             depth = QueueDepth(consumer.connection, options.destinations)

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # pyarrow ships no type information; everything from it is Any to mypy.
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -77,9 +78,12 @@ SPOOL_SCHEMA = pa.schema(
 _TIMESTAMP = SPOOL_SCHEMA.field("timestamp").type
 
 
-@dataclass(frozen=True)
-class SpooledMessage:
-    """A received message as the spool stores it (no connection, no ack handle)."""
+class SpooledMessage(NamedTuple):
+    """A received message as the spool stores it (no connection, no ack handle).
+
+    A named tuple, not a frozen dataclass: one is made per message on the batch's critical
+    path, and a tuple is built several times faster.
+    """
 
     body: bytes
     headers: Mapping[str, str]
@@ -267,10 +271,25 @@ class Spool:
 
 def encode(start: int, messages: Sequence[SpooledMessage]) -> bytes:
     """``messages`` as one Arrow IPC stream with offsets from ``start``."""
+    # The headers as one flat run of keys and values with each message's end in it: Arrow
+    # builds the map column from those without looking at a Python dict per message.
+    keys: list[str] = []
+    values: list[str] = []
+    ends = [0]
+    for message in messages:
+        keys += message.headers.keys()
+        values += message.headers.values()
+        ends.append(len(keys))
+    headers = pa.MapArray.from_arrays(
+        pa.array(ends, type=pa.int32()),
+        pa.array(keys, type=pa.string()),
+        pa.array(values, type=pa.string()),
+        type=SPOOL_SCHEMA.field("headers").type,
+    )
     columns = [
         pa.array(range(start, start + len(messages)), type=pa.int64()),
         pa.array([m.body for m in messages], type=pa.binary()),
-        pa.array([dict(m.headers) for m in messages], type=SPOOL_SCHEMA.field("headers").type),
+        headers,
         pa.array([m.destination for m in messages], type=pa.string()),
         pa.array([m.message_id for m in messages], type=pa.string()),
         pa.array([m.timestamp_ms for m in messages], type=pa.int64()).cast(_TIMESTAMP),
