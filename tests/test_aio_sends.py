@@ -94,9 +94,30 @@ def test_a_burst_of_confirmations_is_one_hand_off_to_the_loop() -> None:
             futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
             await asyncio.sleep(0)
             before = conn.handoffs
-            rig.connector.session(A).confirm()  # 200 confirmations before the loop runs again
+            # 200 confirmations on another thread before the loop runs again: the loop is
+            # held (join) until that thread posted them all.
+            reader = threading.Thread(target=rig.connector.session(A).confirm)
+            reader.start()
+            reader.join()  # ends: confirm() returns once it settled the 200
             await asyncio.gather(*futures)
             assert conn.handoffs - before == 1
+            assert conn.stats()["confirmed"] == 200
+
+    run(scenario)
+
+
+def test_confirmations_read_on_the_loop_are_no_hand_off() -> None:
+    rig = make((A,), auto_confirm=False)
+
+    async def scenario() -> None:
+        async with rig.conn as conn:
+            futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
+            await asyncio.sleep(0)
+            before = conn.handoffs
+            rig.connector.session(A).confirm()  # on the loop's thread, as a loop-read session
+            assert all(future.done() for future in futures)  # resolved at once, in order
+            await asyncio.gather(*futures)
+            assert conn.handoffs == before
             assert conn.stats()["confirmed"] == 200
 
     run(scenario)

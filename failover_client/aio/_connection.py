@@ -85,8 +85,9 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 def _hand_over(
     bridge: LoopBridge, target: asyncio.Future[None], error: BaseException | None
 ) -> None:
-    """On the settling thread: pass a send's outcome to the loop."""
-    bridge.post(functools.partial(_settle, target, error))
+    """On the settling thread: pass a send's outcome to the loop (at once when that thread
+    is the loop's, reading a session: see LoopBridge.post_now)."""
+    bridge.post_now(functools.partial(_settle, target, error))
 
 
 def _settle(target: asyncio.Future[None], error: BaseException | None) -> None:
@@ -166,6 +167,12 @@ class AsyncFailoverConnection:
             topology=topology,
             topology_factory=topology_factory,
         )
+        if connector is None:
+            # The connector built here reads plain TCP STOMP sessions on this connection's
+            # loop (failover_client.stomp._loopread): no reader thread, no hand-off.
+            read_on_loop = getattr(self._sync._connector, "read_on_loop", None)
+            if read_on_loop is not None:
+                read_on_loop(bridge.reading_loop)
         self._changes = changes = _Changes()
         self._nowait = NoWait(self._sync, Wakeup(lambda: bridge.post(changes.fire)))
         self._started: asyncio.Future[None] | None = None

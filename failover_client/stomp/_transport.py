@@ -92,6 +92,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
     blocking: bool
     running: bool
     io_thread: Any
+    recv_flags = 0
+    """Flags of a plain TCP ``recv`` (``MSG_DONTWAIT`` when the event loop reads it)."""
 
     def __init__(
         self,
@@ -317,9 +319,14 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         try:
             # TLS asks for a whole record (16 KiB) every time: stomp.py's loop selects on the
             # socket, which does not show plaintext left in the TLS buffer by a short read.
-            data: bytes = sock.recv(self._recv_size if self.blocking else _RECV_BYTES)
+            if self.blocking:
+                data: bytes = sock.recv(self._recv_size, self.recv_flags)
+            else:
+                data = sock.recv(_RECV_BYTES)
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise  # no TLS record complete yet: stomp.py's loop selects again
+        except BlockingIOError:
+            raise  # read on the event loop, which woke for nothing (see _loopread)
         except (OSError, AttributeError):  # reset, closed under us, or socket already None
             data = b""
         if data:
@@ -363,8 +370,12 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         super().cleanup()
 
     def _BaseTransport__read_frames(self) -> None:
+        self.process_frames(self._BaseTransport__read())
+
+    def process_frames(self, frames: list[bytes]) -> None:
+        """Parse and hand on frames split off the buffer (also the event loop's reader)."""
         # stomp.py 9's __read_frames line for line, but for the parser (see _decode).
-        for frame in self._BaseTransport__read():
+        for frame in frames:
             if self._BaseTransport__is_eol(frame):
                 parsed = stomp_utils.HEARTBEAT_FRAME
             else:
@@ -399,6 +410,10 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             chunks.append(data)
             if b"\x00" in data:
                 break
+        return self.split_chunks(chunks)
+
+    def split_chunks(self, chunks: list[bytes]) -> list[bytes]:
+        """The whole frames of the buffer with ``chunks`` added; the rest stays buffered."""
         buffer = self._BaseTransport__recvbuf + b"".join(chunks)
         if not buffer or not self.running:
             self._BaseTransport__recvbuf = buffer
