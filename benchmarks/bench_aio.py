@@ -19,6 +19,11 @@ shows, not the broker's fsync), 128-byte persistent bodies.
 * Fail-over time: kill of the broker in use to the ``FailedOver`` event, the asyncio and the
   sync connection under the same producer pattern, alternating, same run.
 * Resources: 100 asyncio connections in one loop: threads and resident memory per connection.
+
+The asyncio connection's plain TCP STOMP sessions are read on the event loop itself (one
+``recv`` and its frames per readiness, ``failover_client.stomp._loopread``): no reader thread,
+and confirmations and deliveries reach the loop without a hand-off between threads (the
+``handoffs`` counters count only those left: events, the reconnect loop's state changes).
 """
 
 from __future__ import annotations
