@@ -164,8 +164,10 @@ def test_a_readiness_with_nothing_to_read_neither_blocks_nor_ends(rig: Rig) -> N
     reader = rig.reader()
     reader.start()
     rig.readable()  # the socket is blocking for the writer; this recv is not
-    assert rig.listener.seen == [] and rig.chunks == []
-    assert reader.is_alive() and rig.transport.running
+    assert rig.listener.seen == []
+    assert rig.chunks == []
+    assert reader.is_alive()
+    assert rig.transport.running
 
 
 def test_a_frame_split_over_chunks_is_joined_once_its_end_arrives(rig: Rig) -> None:
@@ -189,8 +191,10 @@ def test_end_of_stream_runs_the_io_loops_finally_once(rig: Rig) -> None:
     assert reader.is_alive()
     callback()  # end of stream
     assert rig.listener.seen == ["MESSAGE last", "receiver_loop_completed", "disconnected"]
-    assert rig.loop.removed == [fd] and rig.loop.readers == {}
-    assert rig.transport.socket is None and not rig.transport.running
+    assert rig.loop.removed == [fd]
+    assert rig.loop.readers == {}
+    assert rig.transport.socket is None
+    assert not rig.transport.running
     assert rig.transport._BaseTransport__recvbuf == b""
     assert rig.transport._BaseTransport__io_thread_exited
     assert not reader.is_alive()
@@ -223,13 +227,15 @@ def test_a_failing_listener_ends_the_session(rig: Rig) -> None:
     rig.broker.sendall(message("a"))
     rig.readable()
     assert rig.listener.seen == ["MESSAGE a", "receiver_loop_completed", "disconnected"]
-    assert not reader.is_alive() and rig.transport.socket is None
+    assert not reader.is_alive()
+    assert rig.transport.socket is None
 
 
 def test_start_off_the_loop_registers_through_the_loop(rig: Rig) -> None:
     reader = rig.reader(on_loop=False)
     reader.start()
-    assert rig.loop.readers == {} and len(rig.loop.soon) == 1
+    assert rig.loop.readers == {}
+    assert len(rig.loop.soon) == 1
     rig.loop.run_soon()
     assert list(rig.loop.readers) == [rig.transport.socket.fileno()]
     assert not reads_here(reader)
@@ -243,7 +249,8 @@ def test_closed_before_the_loop_registered_it(rig: Rig) -> None:
     reader.join(0.0)  # off the loop: waits for the loop, which has not run
     assert reader.is_alive()
     rig.loop.run_soon()
-    assert rig.loop.readers == {} and rig.loop.removed == []
+    assert rig.loop.readers == {}
+    assert rig.loop.removed == []
     assert rig.listener.seen == ["receiver_loop_completed", "disconnected"]
     assert not reader.is_alive()
 
