@@ -21,6 +21,8 @@ from failover_client import (
 from failover_client._clock import SystemClock
 from failover_client._events import Closed, Connected, FailedOver
 from failover_client.aio import AsyncFailoverConnection
+from failover_client.aio._bridge import LoopBridge
+from failover_client.aio._connection import _hand_over
 from failover_client.aio._events import EventHub
 from failover_client.testing import EventRecorder, FakeConnector
 
@@ -223,6 +225,25 @@ def test_a_send_past_its_timeout_is_abandoned_with_send_timeout() -> None:
             assert conn.stats()["in_flight"] == 0  # no longer tracked, as the blocking send
 
     run(scenario)
+
+
+def test_on_the_loop_a_confirmation_settles_at_once_and_a_failure_is_queued() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        bridge = LoopBridge()
+        bridge.bind(loop)
+        confirmed, failed = loop.create_future(), loop.create_future()
+        _hand_over(bridge, confirmed, None)  # read on the loop: no turn of the loop needed
+        assert confirmed.done()
+        _hand_over(bridge, failed, SendTimeout("not confirmed in time"))
+        assert not failed.done()
+        # What send() does with a message it abandons: the queued failure then finds it
+        # cancelled (settled inline, it would be an exception nobody retrieves).
+        failed.cancel()
+        await asyncio.sleep(0)
+        assert failed.cancelled()
+
+    asyncio.run(scenario())
 
 
 def test_a_full_window_makes_submit_await_room() -> None:

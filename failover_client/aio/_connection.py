@@ -85,9 +85,14 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 def _hand_over(
     bridge: LoopBridge, target: asyncio.Future[None], error: BaseException | None
 ) -> None:
-    """On the settling thread: pass a send's outcome to the loop (at once when that thread
-    is the loop's, reading a session: see LoopBridge.post_now)."""
-    bridge.post_now(functools.partial(_settle, target, error))
+    """On the settling thread: pass a send's outcome to the loop. A confirmation read on the
+    loop itself resolves at once (LoopBridge.post_now); a failure always goes the queued way,
+    so that ``send`` may still cancel the future of a message it abandons first."""
+    job = functools.partial(_settle, target, error)
+    if error is None:
+        bridge.post_now(job)
+    else:
+        bridge.post(job)
 
 
 def _settle(target: asyncio.Future[None], error: BaseException | None) -> None:

@@ -41,7 +41,6 @@ from stomp import exception as stomp_exception
 
 __all__ = ["LoopReader", "ReadLoop", "reads_here"]
 
-_log = logging.getLogger("failover_client.stomp")
 _stomp_log = logging.getLogger("stomp.py")
 
 
