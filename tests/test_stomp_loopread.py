@@ -311,3 +311,24 @@ def test_a_closed_loop_refuses_the_start(rig: Rig) -> None:
     rig.loop.closed = True
     with pytest.raises(RuntimeError):
         rig.reader(on_loop=False).start()
+
+
+class RecordingWriter:
+    def __init__(self) -> None:
+        self.forced: list[bool] = []
+
+    def put(self, data: object, *, force: bool = False, **_: object) -> None:
+        self.forced.append(force)
+
+
+def test_writes_from_the_reading_loop_never_wait_for_room(rig: Rig) -> None:
+    writer = RecordingWriter()
+    rig.transport._writer = writer  # type: ignore[assignment]
+    rig.transport.io_thread = None  # a thread reads it (or none yet): a full buffer is waited on
+    rig.transport.send(b"ACK\n\n\0")
+    rig.transport.io_thread = rig.reader(on_loop=False)  # read by a loop this thread is not
+    rig.transport.send_deferred(b"ACK\n\n\0")
+    rig.transport.io_thread = rig.reader()  # read by the loop running this very code
+    rig.transport.send(b"ACK\n\n\0")
+    rig.transport.send_deferred(b"ACK\n\n\0")
+    assert writer.forced == [False, False, True, True]

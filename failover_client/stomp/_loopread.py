@@ -21,8 +21,10 @@ by two threads at once), so TLS sessions keep the thread.
 
 Nothing on the loop's thread may wait for what only the loop delivers: :meth:`join` called on
 the loop thread finishes the reader there and then instead of waiting (outside a readiness
-callback), and :func:`reads_here` tells the session's close not to await the DISCONNECT
-receipt on the thread that would have to read it.
+callback), :func:`reads_here` tells the session's close not to await the DISCONNECT receipt on
+the thread that would have to read it, and :func:`on_reading_loop` has frames written from the
+loop queued without waiting for room in the writer's buffer (bounded all the same: the asyncio
+connection's confirmation window and the subscriptions' prefetch bound what it writes).
 
 stomp.py private names used beyond those ``_transport`` relies on (setup.cfg pins stomp.py
 9.0.x): ``_BaseTransport__io_thread_exited``, and, to signal them as its loop does,
@@ -39,7 +41,7 @@ from typing import Any
 
 from stomp import exception as stomp_exception
 
-__all__ = ["LoopReader", "ReadLoop", "reads_here"]
+__all__ = ["LoopReader", "ReadLoop", "on_reading_loop", "reads_here"]
 
 _stomp_log = logging.getLogger("stomp.py")
 
@@ -202,6 +204,14 @@ class LoopReader:
 
     def __repr__(self) -> str:
         return f"<LoopReader {self.name} {'alive' if self.is_alive() else 'ended'}>"
+
+
+def on_reading_loop(io_thread: object) -> bool:
+    """Whether the caller runs on the event loop that reads the session (``io_thread`` a
+    :class:`LoopReader`). Such a caller must never wait for the writer's buffer to drain: the
+    broker may be waiting for this very loop to read before it reads more of what we write
+    (stomp.py's I/O thread is in the same position, and writes with ``force``)."""
+    return isinstance(io_thread, LoopReader) and io_thread.on_loop_thread()
 
 
 def reads_here(io_thread: object) -> bool:

@@ -58,6 +58,7 @@ from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
+from failover_client.stomp._loopread import on_reading_loop
 
 __all__ = ["BoundTransport"]
 
@@ -277,7 +278,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """Queue one encoded frame for the writer thread, or write it here before it runs."""
         writer = self._writer
         if writer is not None:
-            writer.put(encoded_frame)
+            # Never wait for room on the loop that reads this socket (see _loopread).
+            writer.put(encoded_frame, force=on_reading_loop(self.io_thread))
         else:
             super().send(encoded_frame)
 
@@ -296,6 +298,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
         if isinstance(item, bytes) and stomp_log.isEnabledFor(stomp_log.DEBUG):
             stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(item))
+        force = force or on_reading_loop(self.io_thread)
         writer.put(item, force=force, inline=inline, urgent=inline)
 
     def flush(self, timeout: float) -> bool:
