@@ -18,6 +18,9 @@ from failover_client._clock import SystemClock
 from failover_client.stomp._loopread import LoopReader, reads_here
 from failover_client.stomp._transport import BoundTransport
 
+WAIT = 5.0
+"""Upper bound for waits on what the code under test is bound to do."""
+
 
 class FakeLoop:
     """Records what the reader asks of an event loop; runs nothing by itself."""
@@ -315,20 +318,64 @@ def test_a_closed_loop_refuses_the_start(rig: Rig) -> None:
 
 class RecordingWriter:
     def __init__(self) -> None:
-        self.forced: list[bool] = []
+        self.calls: list[tuple[bool, bool]] = []
 
-    def put(self, data: object, *, force: bool = False, **_: object) -> None:
-        self.forced.append(force)
+    def put(self, data: object, *, force: bool = False, nowait: bool = False, **_: object) -> None:
+        self.calls.append((force, nowait))
 
 
-def test_writes_from_the_reading_loop_never_wait_for_room(rig: Rig) -> None:
+def test_writes_from_the_reading_loop_never_wait(rig: Rig) -> None:
     writer = RecordingWriter()
     rig.transport._writer = writer  # type: ignore[assignment]
     rig.transport.io_thread = None  # a thread reads it (or none yet): a full buffer is waited on
     rig.transport.send(b"ACK\n\n\0")
     rig.transport.io_thread = rig.reader(on_loop=False)  # read by a loop this thread is not
     rig.transport.send_deferred(b"ACK\n\n\0")
+    rig.transport.send_deferred(b"ACK\n\n\0", force=True)  # the sync reader thread's force
     rig.transport.io_thread = rig.reader()  # read by the loop running this very code
     rig.transport.send(b"ACK\n\n\0")
     rig.transport.send_deferred(b"ACK\n\n\0")
-    assert writer.forced == [False, False, True, True]
+    # nowait: neither for room in the buffer nor for the socket (FrameWriter.put)
+    assert writer.calls == [
+        (False, False),
+        (False, False),
+        (True, False),
+        (False, True),
+        (False, True),
+    ]
+
+
+def test_a_large_frame_written_on_the_reading_loop_never_blocks_it(rig: Rig) -> None:
+    """The broker reads nothing: the loop's send returns, the writer thread finishes it."""
+    transport = rig.transport
+    sock = transport.socket
+    assert sock is not None
+    # Small enough that no frame here fits in what the two buffers hold (the broker's grows
+    # only as it reads), large enough to stream quickly once the broker reads.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+    failed: list[BaseException] = []
+    assert transport.start_writer(on_written=lambda: None, on_failed=failed.append, name="w")
+    frames = [b"SEND\n\n" + bytes([65 + n]) * (2 << 20) + b"\0" for n in range(3)]
+    done = threading.Event()
+
+    def on_loop() -> None:
+        transport.io_thread = rig.reader()  # read by the loop running this very code
+        for frame in frames:
+            transport.send(frame)
+        done.set()
+
+    loop_thread = threading.Thread(target=on_loop, name="loop")
+    loop_thread.start()
+    # Bounded: a blocking sendall would never return, as nothing reads the other end.
+    assert done.wait(WAIT), "a write on the reading loop blocked on a full socket"
+    rig.broker.settimeout(WAIT)  # a lost rest fails the test rather than hanging it
+    received = bytearray()
+    total = sum(map(len, frames))
+    while len(received) < total:  # ends: the writer thread writes all of it, or recv fails
+        chunk = rig.broker.recv(1 << 20)
+        assert chunk, "the stream ended before every frame arrived"
+        received += chunk
+    assert bytes(received) == b"".join(frames)
+    assert transport.flush(WAIT)
+    assert failed == []
+    loop_thread.join(WAIT)

@@ -23,8 +23,10 @@ Nothing on the loop's thread may wait for what only the loop delivers: :meth:`jo
 the loop thread finishes the reader there and then instead of waiting (outside a readiness
 callback), :func:`reads_here` tells the session's close not to await the DISCONNECT receipt on
 the thread that would have to read it, and :func:`on_reading_loop` has frames written from the
-loop queued without waiting for room in the writer's buffer (bounded all the same: the asyncio
-connection's confirmation window and the subscriptions' prefetch bound what it writes).
+loop never wait: not for room in the writer's buffer (bounded all the same: the asyncio
+connection's confirmation window and the subscriptions' prefetch bound what it writes), nor
+for the socket (a frame written inline goes out with one non-blocking send, and the writer
+thread writes what it left: ``FrameWriter.put``'s ``nowait``).
 
 stomp.py private names used beyond those ``_transport`` relies on (setup.cfg pins stomp.py
 9.0.x): ``_BaseTransport__io_thread_exited``, and, to signal them as its loop does,
@@ -208,9 +210,10 @@ class LoopReader:
 
 def on_reading_loop(io_thread: object) -> bool:
     """Whether the caller runs on the event loop that reads the session (``io_thread`` a
-    :class:`LoopReader`). Such a caller must never wait for the writer's buffer to drain: the
-    broker may be waiting for this very loop to read before it reads more of what we write
-    (stomp.py's I/O thread is in the same position, and writes with ``force``)."""
+    :class:`LoopReader`). Such a caller must never wait for the writer's buffer to drain nor
+    for room in the socket's send buffer: the broker may be waiting for this very loop to
+    read before it reads more of what we write (stomp.py's I/O thread is in the same position
+    for the writer's buffer, and writes with ``force``)."""
     return isinstance(io_thread, LoopReader) and io_thread.on_loop_thread()
 
 

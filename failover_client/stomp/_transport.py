@@ -232,11 +232,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             finally:
                 self.abort()
 
-        def write_nowait(data: bytes) -> None:
+        def write_nowait(data: bytes) -> int:
             # MSG_DONTWAIT: a hung broker's full receive window must not block the shared
-            # timer thread that writes heart-beats (it has to notice the hang). A beat is
-            # one byte, so the send is all or nothing.
-            sock.send(data, socket.MSG_DONTWAIT)
+            # timer thread that writes heart-beats (it has to notice the hang), nor the event
+            # loop that reads this socket (send(), send_deferred()). A beat is one byte, so
+            # its send is all or nothing; the writer queues what a frame's send left.
+            sent: int = sock.send(data, socket.MSG_DONTWAIT)
+            return sent
 
         writer = FrameWriter(
             sock.sendall,
@@ -278,8 +280,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """Queue one encoded frame for the writer thread, or write it here before it runs."""
         writer = self._writer
         if writer is not None:
-            # Never wait for room on the loop that reads this socket (see _loopread).
-            writer.put(encoded_frame, force=on_reading_loop(self.io_thread))
+            # Never wait, for room or for the socket, on the loop that reads this socket
+            # (see _loopread and FrameWriter.put's nowait).
+            writer.put(encoded_frame, nowait=on_reading_loop(self.io_thread))
         else:
             super().send(encoded_frame)
 
@@ -298,8 +301,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
         if isinstance(item, bytes) and stomp_log.isEnabledFor(stomp_log.DEBUG):
             stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(item))
-        force = force or on_reading_loop(self.io_thread)
-        writer.put(item, force=force, inline=inline, urgent=inline)
+        nowait = on_reading_loop(self.io_thread)
+        writer.put(item, force=force, inline=inline, urgent=inline, nowait=nowait)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until queued frames are written (True without a writer)."""
