@@ -94,7 +94,8 @@ def test_a_burst_of_confirmations_is_one_hand_off_to_the_loop() -> None:
     async def scenario() -> None:
         async with rig.conn as conn:
             futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
-            await asyncio.sleep(0)
+            # The Connected event is handed over by the dispatch thread: counted before.
+            await eventually(lambda: bool(rig.events.of_type(Connected)))
             before = conn.handoffs
             # 200 confirmations on another thread before the loop runs again: the loop is
             # held (join) until that thread posted them all.
@@ -114,7 +115,8 @@ def test_confirmations_read_on_the_loop_are_no_hand_off() -> None:
     async def scenario() -> None:
         async with rig.conn as conn:
             futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
-            await asyncio.sleep(0)
+            # The Connected event is handed over by the dispatch thread: counted before.
+            await eventually(lambda: bool(rig.events.of_type(Connected)))
             before = conn.handoffs
             rig.connector.session(A).confirm()  # on the loop's thread, as a loop-read session
             assert all(future.done() for future in futures)  # resolved at once, in order
