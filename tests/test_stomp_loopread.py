@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from failover_client._clock import SystemClock
-from failover_client.stomp._loopread import LoopReader, reads_here
+from failover_client.stomp._loopread import LOOP_READ_BYTES, LoopReader, reads_here
 from failover_client.stomp._transport import BoundTransport
 
 WAIT = 5.0
@@ -155,11 +155,11 @@ def test_a_large_burst_is_read_a_chunk_per_readiness(rig: Rig) -> None:
         before = len(rig.listener.seen)
         rig.readable()
         steps += 1
-        assert len(rig.listener.seen) - before <= 16384 // len(message("0000")) + 1
+        assert len(rig.listener.seen) - before <= LOOP_READ_BYTES // len(message("0000")) + 1
     sender.join()  # ends: every byte was read
     # Readinesses that found nothing yet (the sender still writing) read nothing.
     assert steps >= len(rig.chunks) > 4
-    assert max(rig.chunks) <= 16384
+    assert max(rig.chunks) <= LOOP_READ_BYTES
     assert rig.listener.seen == [f"MESSAGE {n:04}" for n in range(1000)]
 
 
@@ -314,6 +314,14 @@ def test_a_closed_loop_refuses_the_start(rig: Rig) -> None:
     rig.loop.closed = True
     with pytest.raises(RuntimeError):
         rig.reader(on_loop=False).start()
+    # A thread reads it after all: as much at once as any I/O thread does.
+    assert (rig.transport.recv_flags, rig.transport.recv_max) == (0, BoundTransport.recv_max)
+
+
+def test_the_loop_reads_smaller_chunks_than_a_thread(rig: Rig) -> None:
+    assert BoundTransport.recv_max > LOOP_READ_BYTES
+    rig.reader().start()
+    assert rig.transport.recv_max == LOOP_READ_BYTES
 
 
 class RecordingWriter:

@@ -95,6 +95,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
     io_thread: Any
     recv_flags = 0
     """Flags of a plain TCP ``recv`` (``MSG_DONTWAIT`` when the event loop reads it)."""
+    recv_max = _RECV_BYTES
+    """Bytes of a plain TCP ``recv`` once data flows (less when the event loop reads it, as
+    one read and its frames are one step of the loop: ``_loopread.LOOP_READ_BYTES``)."""
 
     def __init__(
         self,
@@ -336,7 +339,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         except (OSError, AttributeError):  # reset, closed under us, or socket already None
             data = b""
         if data:
-            self._recv_size = _RECV_BYTES if len(data) >= _RECV_SMALL else _RECV_SMALL
+            self._recv_size = self.recv_max if len(data) >= _RECV_SMALL else _RECV_SMALL
             unframed = self._unframed + len(data)
             self._unframed = unframed
             if unframed > self._max_frame and self._too_large(data, unframed):
