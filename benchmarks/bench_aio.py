@@ -19,6 +19,11 @@ shows, not the broker's fsync), 128-byte persistent bodies.
 * Fail-over time: kill of the broker in use to the ``FailedOver`` event, the asyncio and the
   sync connection under the same producer pattern, alternating, same run.
 * Resources: 100 asyncio connections in one loop: threads and resident memory per connection.
+
+The asyncio connection's plain TCP STOMP sessions are read on the event loop itself (one
+``recv`` and its frames per readiness, ``failover_client.stomp._loopread``): no reader thread,
+and confirmations and deliveries reach the loop without a hand-off between threads (the
+``handoffs`` counters count only those left: events, the reconnect loop's state changes).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from benchmarks._common import brokers, log, machine, port_of, ratio, table, wri
 from failover_client import FailedOver, FailoverConnection
 from failover_client._events import Event
 from failover_client.aio import AsyncFailoverConnection
+from failover_client.stomp import _loopread
 from failover_client.testing.brokers import Cluster
 
 BODY = b"x" * 128
@@ -79,6 +85,8 @@ class StepMeter:
     def __init__(self) -> None:
         self.cpu = 0.0
         self.wall = 0.0
+        self.reads: list[float] = []
+        """CPU seconds of each readiness of a STOMP socket read on the loop (``_loopread``)."""
         self.enabled = False
         """Measuring (while a :class:`Ticker` runs): the throughput rounds run without it, as
         its two CPU-clock reads per loop step would be a cost only the asyncio side pays."""
@@ -86,10 +94,12 @@ class StepMeter:
 
     def reset(self) -> None:
         self.cpu = self.wall = 0.0
+        self.reads = []
 
     def install(self) -> None:
         original = self._original
         meter = self
+        on_readable = _loopread.LoopReader.on_readable
 
         def timed(handle: asyncio.events.Handle) -> None:
             if not meter.enabled:
@@ -100,6 +110,8 @@ class StepMeter:
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
             meter.cpu = max(meter.cpu, cpu)
             meter.wall = max(meter.wall, wall)
+            if getattr(handle._callback, "__func__", None) is on_readable:
+                meter.reads.append(cpu)
 
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
 
@@ -114,6 +126,7 @@ class Ticker:
         self.delays: list[float] = []
         self._task: asyncio.Task[None] | None = None
         self.step_cpu = self.step_wall = 0.0
+        self.reads: list[float] = []
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -135,6 +148,7 @@ class Ticker:
         self._task.cancel()
         METER.enabled = False
         self.step_cpu, self.step_wall = METER.cpu, METER.wall
+        self.reads = sorted(METER.reads)
 
     def summary(self) -> dict[str, float | int]:
         ordered = sorted(self.delays) or [0.0]
@@ -150,6 +164,23 @@ class Ticker:
             "median_ms": at(0.5),
             "longest_step_cpu_ms": round(self.step_cpu * 1000, 3),
             "longest_step_wall_ms": round(self.step_wall * 1000, 3),
+            **self._read_steps(),
+        }
+
+    def _read_steps(self) -> dict[str, float | int]:
+        """CPU of the loop's reads of STOMP sockets, one readiness each (a subset of steps)."""
+        reads = self.reads
+        if not reads:
+            return {}
+
+        def at(q: float) -> float:
+            return round(reads[min(len(reads) - 1, int(q * len(reads)))] * 1000, 3)
+
+        return {
+            "read_steps": len(reads),
+            "read_step_cpu_median_ms": at(0.5),
+            "read_step_cpu_p99_ms": at(0.99),
+            "read_step_cpu_max_ms": at(1.0),
         }
 
 
@@ -402,7 +433,11 @@ async def resources(cluster: Cluster, count: int) -> dict[str, Any]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with brokers(2, label="aio", full_jit=True, store="/dev/shm") as cluster:
-        result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+        result: dict[str, Any] = {
+            "machine": machine(),
+            "command": " ".join(sys.argv),
+            "loop_read_bytes": _loopread.LOOP_READ_BYTES,
+        }
         # First: resident memory grows by what the connections take, not shrinks by what the
         # phases before freed.
         result["resources"] = await resources(cluster, args.connections)
@@ -443,7 +478,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bursts", type=int, default=3)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="1 repetition, 2 fail-overs")
+    parser.add_argument(
+        "--loop-read",
+        type=int,
+        default=_loopread.LOOP_READ_BYTES,
+        help="bytes of one read on the event loop at most (to compare step sizes)",
+    )
     args = parser.parse_args(argv)
+    _loopread.LOOP_READ_BYTES = args.loop_read
     if args.quick:
         args.reps, args.failovers, args.bursts = 1, 2, 1
     METER.install()

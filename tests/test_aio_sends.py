@@ -21,6 +21,8 @@ from failover_client import (
 from failover_client._clock import SystemClock
 from failover_client._events import Closed, Connected, FailedOver
 from failover_client.aio import AsyncFailoverConnection
+from failover_client.aio._bridge import LoopBridge
+from failover_client.aio._connection import _hand_over
 from failover_client.aio._events import EventHub
 from failover_client.testing import EventRecorder, FakeConnector
 
@@ -92,11 +94,34 @@ def test_a_burst_of_confirmations_is_one_hand_off_to_the_loop() -> None:
     async def scenario() -> None:
         async with rig.conn as conn:
             futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
-            await asyncio.sleep(0)
+            # The Connected event is handed over by the dispatch thread: counted before.
+            await eventually(lambda: bool(rig.events.of_type(Connected)))
             before = conn.handoffs
-            rig.connector.session(A).confirm()  # 200 confirmations before the loop runs again
+            # 200 confirmations on another thread before the loop runs again: the loop is
+            # held (join) until that thread posted them all.
+            reader = threading.Thread(target=rig.connector.session(A).confirm)
+            reader.start()
+            reader.join()  # ends: confirm() returns once it settled the 200
             await asyncio.gather(*futures)
             assert conn.handoffs - before == 1
+            assert conn.stats()["confirmed"] == 200
+
+    run(scenario)
+
+
+def test_confirmations_read_on_the_loop_are_no_hand_off() -> None:
+    rig = make((A,), auto_confirm=False)
+
+    async def scenario() -> None:
+        async with rig.conn as conn:
+            futures = [await conn.submit("/queue/q", f"m{i}".encode()) for i in range(200)]
+            # The Connected event is handed over by the dispatch thread: counted before.
+            await eventually(lambda: bool(rig.events.of_type(Connected)))
+            before = conn.handoffs
+            rig.connector.session(A).confirm()  # on the loop's thread, as a loop-read session
+            assert all(future.done() for future in futures)  # resolved at once, in order
+            await asyncio.gather(*futures)
+            assert conn.handoffs == before
             assert conn.stats()["confirmed"] == 200
 
     run(scenario)
@@ -202,6 +227,25 @@ def test_a_send_past_its_timeout_is_abandoned_with_send_timeout() -> None:
             assert conn.stats()["in_flight"] == 0  # no longer tracked, as the blocking send
 
     run(scenario)
+
+
+def test_on_the_loop_a_confirmation_settles_at_once_and_a_failure_is_queued() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        bridge = LoopBridge()
+        bridge.bind(loop)
+        confirmed, failed = loop.create_future(), loop.create_future()
+        _hand_over(bridge, confirmed, None)  # read on the loop: no turn of the loop needed
+        assert confirmed.done()
+        _hand_over(bridge, failed, SendTimeout("not confirmed in time"))
+        assert not failed.done()
+        # What send() does with a message it abandons: the queued failure then finds it
+        # cancelled (settled inline, it would be an exception nobody retrieves).
+        failed.cancel()
+        await asyncio.sleep(0)
+        assert failed.cancelled()
+
+    asyncio.run(scenario())
 
 
 def test_a_full_window_makes_submit_await_room() -> None:

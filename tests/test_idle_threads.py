@@ -155,11 +155,16 @@ def test_the_writer_thread_starts_with_a_backlog_and_ends_when_it_drained() -> N
 def test_a_heartbeat_offered_to_an_idle_writer_is_written_without_a_thread() -> None:
     plain: list[bytes] = []
     nowait: list[bytes] = []
+
+    def send(data: bytes) -> int:
+        nowait.append(data)
+        return len(data)
+
     writer = FrameWriter(
         plain.append,
         on_written=lambda: None,
         on_failed=lambda exc: None,
-        write_nowait=nowait.append,
+        write_nowait=send,
     )
     writer.start()
     assert writer.offer(b"\n")
@@ -169,7 +174,7 @@ def test_a_heartbeat_offered_to_an_idle_writer_is_written_without_a_thread() -> 
 
 
 def test_a_full_socket_skips_the_beat_and_keeps_the_writer_usable() -> None:
-    def full(data: bytes) -> None:
+    def full(data: bytes) -> int:
         raise BlockingIOError("full")
 
     plain: list[bytes] = []

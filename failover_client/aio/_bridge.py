@@ -10,6 +10,13 @@ from one socket chunk are one wake-up of the loop, not a thousand.
 A drain runs at most :data:`BATCH` callables, then yields to the loop (``call_soon``) before
 the rest: resolving futures wakes tasks, and the loop's other work (a ticker, a web request)
 must not wait behind a burst of ten thousand.
+
+A STOMP session of the connection is read on the loop itself (``stomp._loopread``): what it
+posts comes from the loop's own thread, which schedules the drain with a plain ``call_soon``
+(no self-pipe, no wake-up) into the same queue, so the order of all posts is kept.
+:meth:`LoopBridge.post_now` goes further for jobs that only resolve a future (a send's
+confirmation): on the loop's thread, with nothing posted before still waiting, it runs the job
+at once rather than a turn of the loop later.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ class LoopBridge:
         self._pending: collections.deque[Callable[[], None]] = collections.deque()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread_id = -1
+        """The ident of the loop's thread (set by bind, which runs on it)."""
+        self._draining = False
+        """A drain holds jobs it took and has not run yet (post_now must not pass them)."""
         self.handoffs = 0
         """How many times a drain was scheduled from another thread (one per burst)."""
 
@@ -56,10 +67,19 @@ class LoopBridge:
                     "an AsyncFailoverConnection belongs to the event loop it was first used in"
                 )
             self._loop = loop
+            self._thread_id = threading.get_ident()
             schedule = bool(self._pending) and not self._scheduled
             self._scheduled = self._scheduled or schedule
         if schedule:
             loop.call_soon(self._drain)
+
+    def reading_loop(self) -> tuple[asyncio.AbstractEventLoop, int] | None:
+        """The running loop and its thread's ident, for a session to be read on; None before
+        the connection is used in a loop, or once that loop stopped."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return None
+        return loop, self._thread_id
 
     def post(self, job: Callable[[], None]) -> None:
         """Run ``job`` on the loop soon (any thread; never blocks beyond a short lock)."""
@@ -69,6 +89,9 @@ class LoopBridge:
                 return
             self._scheduled = True
             loop = self._loop
+        if threading.get_ident() == self._thread_id:
+            loop.call_soon(self._drain)  # posted on the loop (a session it reads): no wake-up
+            return
         self.handoffs += 1
         try:
             loop.call_soon_threadsafe(self._drain)
@@ -76,6 +99,18 @@ class LoopBridge:
             # The loop was closed under a connection never closed: nobody is left to await
             # what the job would resolve.
             _log.debug("event loop closed; %d hand-off(s) dropped", len(self._pending))
+
+    def post_now(self, job: Callable[[], None]) -> None:
+        """Run ``job`` now when called on the loop's thread with no earlier post waiting,
+        else :meth:`post` it. Only for jobs that resolve futures (safe wherever the caller
+        is: a future's callbacks are scheduled, never run, by resolving it)."""
+        if threading.get_ident() == self._thread_id and not self._draining:
+            with self._lock:
+                idle = not self._pending
+            if idle:
+                _run(job)
+                return
+        self.post(job)
 
     def _drain(self) -> None:
         with self._lock:
@@ -85,15 +120,23 @@ class LoopBridge:
             # Nothing left: the next post schedules a drain of its own (which runs after
             # this one, in order).
             self._scheduled = more
-        for job in jobs:
-            try:
-                job()
-            except Exception:  # noqa: BLE001 - one failing job must not strand the rest
-                _log.exception("a hand-off to the event loop failed")
+        self._draining = True
+        try:
+            for job in jobs:
+                _run(job)
+        finally:
+            self._draining = False
         if more:
             loop = self._loop
             assert loop is not None
             loop.call_soon(self._drain)  # still marked scheduled: later posts only append
+
+
+def _run(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:  # noqa: BLE001 - one failing job must not strand the rest
+        _log.exception("a hand-off to the event loop failed")
 
 
 SLICE = 0.0005

@@ -85,8 +85,14 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 def _hand_over(
     bridge: LoopBridge, target: asyncio.Future[None], error: BaseException | None
 ) -> None:
-    """On the settling thread: pass a send's outcome to the loop."""
-    bridge.post(functools.partial(_settle, target, error))
+    """On the settling thread: pass a send's outcome to the loop. A confirmation read on the
+    loop itself resolves at once (LoopBridge.post_now); a failure always goes the queued way,
+    so that ``send`` may still cancel the future of a message it abandons first."""
+    job = functools.partial(_settle, target, error)
+    if error is None:
+        bridge.post_now(job)
+    else:
+        bridge.post(job)
 
 
 def _settle(target: asyncio.Future[None], error: BaseException | None) -> None:
@@ -166,6 +172,12 @@ class AsyncFailoverConnection:
             topology=topology,
             topology_factory=topology_factory,
         )
+        if connector is None:
+            # The connector built here reads plain TCP STOMP sessions on this connection's
+            # loop (failover_client.stomp._loopread): no reader thread, no hand-off.
+            read_on_loop = getattr(self._sync._connector, "read_on_loop", None)
+            if read_on_loop is not None:
+                read_on_loop(bridge.reading_loop)
         self._changes = changes = _Changes()
         self._nowait = NoWait(self._sync, Wakeup(lambda: bridge.post(changes.fire)))
         self._started: asyncio.Future[None] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -137,6 +137,12 @@ class ProtocolConnector:
         self._client_id = client_id
         self._lock = threading.Lock()
         self._chosen: tuple[str, Connector] | None = None
+        self._read_loop: Callable[[], object] | None = None
+
+    def read_on_loop(self, where: Callable[[], object]) -> None:
+        """Passed on to the adapter once chosen, when it reads on an event loop (STOMP's
+        ``StompConnector.read_on_loop``, used by the asyncio connection)."""
+        self._read_loop = where
 
     def connector(self, protocol: str) -> Connector:
         """The adapter for ``protocol``, loaded on first use; ConfigurationError if another
@@ -156,6 +162,9 @@ class ProtocolConnector:
                         client_id=self._client_id,
                     ),
                 )
+                hook = getattr(self._chosen[1], "read_on_loop", None)
+                if hook is not None and self._read_loop is not None:
+                    hook(self._read_loop)
             chosen, connector = self._chosen
         if chosen != protocol:
             raise ConfigurationError(

@@ -11,7 +11,9 @@ whose caller says it waits for the answer before it puts anything else (``urgent
 blocking, confirmed send), whatever the quiet time, as long as nothing is queued or being
 written ahead of it. Such a send then costs no thread hand-off at all, however quickly the
 broker answered the one before (an in-memory broker answers within the quiet time), while
-a burst goes through the thread.
+a burst goes through the thread. A caller that must not block on the socket either (the event
+loop that reads it, ``put(nowait=True)``) writes such a frame with one non-blocking send and
+leaves what it did not write to the thread, ahead of everything else.
 
 The thread exists only while there is a backlog: it starts when a frame is queued behind
 another (or behind a write in progress) and ends after ``linger`` seconds with nothing to
@@ -121,9 +123,11 @@ class FrameWriter:
     :param render: turns what is written in one go into bytes; default: joins encoded
         frames (and refuses :class:`Deferred` items). It may raise: that counts as a failed
         write.
-    :param write_nowait: writes a small ``bytes`` without blocking (raising
-        ``BlockingIOError`` when the socket buffer is full); lets :meth:`offer` write on the
-        caller's thread when no writer thread runs. None: :meth:`offer` always queues.
+    :param write_nowait: writes what the socket buffer has room for without blocking and
+        returns how many bytes it wrote (``socket.send`` with ``MSG_DONTWAIT``; raising
+        ``BlockingIOError`` when there is no room at all); lets :meth:`offer` write on the
+        caller's thread when no writer thread runs, and a ``put(nowait=True)`` write inline.
+        None: :meth:`offer` always queues, and so does a ``put(nowait=True)``.
     :param linger: seconds the writer thread waits for more frames before it ends (real
         time, like ``monotonic``).
     """
@@ -165,7 +169,7 @@ class FrameWriter:
         inline_after: float | None = DEFAULT_INLINE_AFTER,
         monotonic: Callable[[], float] = time.monotonic,
         render: Render = join_frames,
-        write_nowait: Callable[[bytes], object] | None = None,
+        write_nowait: Callable[[bytes], int] | None = None,
         linger: float = DEFAULT_LINGER,
     ) -> None:
         if limit < 1:
@@ -239,7 +243,13 @@ class FrameWriter:
             self._thread.start()
 
     def put(
-        self, data: Item, *, force: bool = False, inline: bool = True, urgent: bool = False
+        self,
+        data: Item,
+        *,
+        force: bool = False,
+        inline: bool = True,
+        urgent: bool = False,
+        nowait: bool = False,
     ) -> None:
         """Queue ``data`` after everything queued before; block while the buffer is full.
 
@@ -251,12 +261,16 @@ class FrameWriter:
         ``urgent`` (with ``inline``): the caller waits for an answer to this frame before its
         next ``put``, so no burst can gather behind it: it is written on the caller's thread
         whenever the writer is idle with nothing queued, however short the quiet time.
+        ``nowait`` (implies ``force``): the caller must not block on the socket either (the
+        event loop that reads it: see :meth:`_write_inline_nowait`); a frame it writes
+        inline goes out with one non-blocking ``write_nowait``, and what that did not write
+        is queued for the writer thread ahead of anything else.
 
         Raises :class:`ConnectionError` (from the cause) once a write failed or the writer
         was cancelled, and the write's own error when this call wrote inline and failed.
         """
         with self._lock:
-            while self._size >= self._limit and self._error is None and not force:
+            while self._size >= self._limit and self._error is None and not (force or nowait):
                 self._progress_locked().wait()  # woken by progress, or by the failure a hung
                 # peer ends in
             if self._error is not None:
@@ -281,7 +295,13 @@ class FrameWriter:
                     self._wake_locked()
                 return
             self._writing = True  # the writer thread waits until this write is done
-        self._write_inline(data)
+            write_nowait = self._write_nowait if nowait else None
+        if write_nowait is not None:
+            self._write_inline_nowait(data, write_nowait)
+        elif nowait:
+            self._queue_rest(data, 0)  # no way to write without blocking: the thread writes
+        else:
+            self._write_inline(data)
 
     def _write_inline(self, data: Item) -> None:
         try:
@@ -290,6 +310,43 @@ class FrameWriter:
             self._failed_inline(exc)
             raise
         self._inline_written()
+
+    def _write_inline_nowait(self, data: Item, write_nowait: Callable[[bytes], int]) -> None:
+        """One non-blocking write of ``data``; the writer thread writes what it left.
+
+        For the event loop that reads this socket: were it to block in ``sendall`` on a full
+        send buffer, it would stop reading, and a broker that in turn blocks writing to us
+        (its own send buffer full) would never drain ours: both would wait for ever, and
+        every other connection on that loop with them. The part not written goes first in
+        the buffer, so the half-written frame is finished before any other byte.
+        """
+        try:
+            raw = data if isinstance(data, bytes) else self._render([data])
+            try:
+                sent = write_nowait(raw)
+            except BlockingIOError:
+                sent = 0  # no room at all: the thread writes it all
+        except BaseException as exc:
+            self._failed_inline(exc)
+            raise
+        if sent >= len(raw):
+            self._inline_written()
+            return
+        self._queue_rest(raw[sent:] if sent else raw, sent)
+
+    def _queue_rest(self, rest: Item, sent: int) -> None:
+        """Put ``rest`` of an inline write ahead of everything queued meanwhile, and hand it
+        to the writer thread (its failure is then reported through ``on_failed``)."""
+        with self._lock:
+            self._writing = False
+            if self._error is None:  # else cancelled meanwhile: dropped with the buffer
+                self._chunks.insert(0, rest)
+                self._size += _size(rest)
+                if self._idle:
+                    self._idle = False
+                    self._wake_locked()
+        if sent:
+            self._on_written()
 
     def _failed_inline(self, exc: BaseException) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from failover_client.net._settings import ConnectorSettings
 from failover_client.stomp._batch import ConfirmMode
 from failover_client.stomp._handshake import ConnectSettings
 from failover_client.stomp._heartbeat import DEFAULT_GRACE
+from failover_client.stomp._loopread import ReadLoop
 from failover_client.stomp._session import StompSession
 from failover_client.stomp._transport import BoundTransport
 from failover_client.uri import BrokerAddress, FailoverOptions
@@ -100,6 +101,16 @@ class StompConnector:
             raise ConfigurationError(f"heartbeat_grace must be >= 1.0, got {heartbeat_grace}")
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._grace = float(heartbeat_grace)
+        self._read_loop: Callable[[], ReadLoop | None] | None = None
+
+    def read_on_loop(self, where: Callable[[], ReadLoop | None]) -> None:
+        """Have an event loop read the plain TCP sessions opened from now on (asyncio).
+
+        ``where()`` is asked as each session starts: ``(loop, ident of its thread)``, or None
+        for an I/O thread. Used by :class:`~failover_client.aio.AsyncFailoverConnection` for
+        the connector it builds; TLS sessions keep their thread (see ``_loopread``).
+        """
+        self._read_loop = where
 
     @property
     def heartbeat(self) -> tuple[int, int]:
@@ -151,6 +162,7 @@ class StompConnector:
                 transport_factory=self._transport_factory,
                 confirm_mode=self._confirm_mode,
                 max_frame_size=self._options.max_frame_size,
+                read_loop=self._read_loop,
             ),
         )
         session.open(timeout, cancel)

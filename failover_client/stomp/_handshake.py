@@ -41,6 +41,7 @@ from failover_client.stomp._heartbeat import (
     request_header,
 )
 from failover_client.stomp._inbound import FrameEvents
+from failover_client.stomp._loopread import LoopReader, ReadLoop
 from failover_client.stomp._outbound import Outbound
 from failover_client.stomp._state import SessionState
 from failover_client.stomp._teardown import release
@@ -68,6 +69,9 @@ class ConnectSettings:
     confirm_mode: ConfirmMode
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     """Bytes of one inbound frame at most; a larger one ends the session."""
+    read_loop: Callable[[], ReadLoop | None] | None = None
+    """The event loop that reads a plain TCP session instead of an I/O thread (``_loopread``),
+    asked when the session starts; None (or a None answer): a thread reads it."""
 
     def __repr__(self) -> str:
         return (
@@ -179,16 +183,35 @@ class Handshake:
             transport.write_quietly(self._connect_frame())
         self._connect_written = True
 
-    def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread:
+    def _start_io_thread(self, target: Callable[[], None]) -> threading.Thread | LoopReader:
         # stomp.py asks for the thread once the connection (and TLS handshake) is up: CONNECT
         # goes out first, so the broker already works on it while this thread starts.
         transport = self._state.bound_transport()
         transport.stage = "CONNECT"
         self._write_connect(transport)
         key = self._state.address.key
+        reader = self._loop_reader(transport, f"stomp-loop-read {key}")
+        if reader is not None:
+            return reader
         thread = lean_thread(target, f"stomp-io {key}")
         thread.start()
         return thread
+
+    def _loop_reader(self, transport: BoundTransport, name: str) -> LoopReader | None:
+        """A started reader on the settings' event loop, or None when a thread must read:
+        TLS (see ``_loopread``), no loop, or the loop's own thread connecting (it would wait
+        for a CONNECTED only it can read)."""
+        ask = self._settings.read_loop
+        where = ask() if ask is not None and transport.blocking else None
+        if where is None or where[1] == threading.get_ident():
+            return None
+        reader = LoopReader(transport, where, name)
+        try:
+            reader.start()
+        except RuntimeError:  # the loop closed meanwhile: nobody awaits this session anyway
+            transport.recv_flags = 0
+            return None
+        return reader
 
     def _await_connected(self, transport: BoundTransport, deadline: float, timeout: float) -> None:
         state = self._state

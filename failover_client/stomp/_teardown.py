@@ -20,6 +20,7 @@ import threading
 from stomp.utils import Frame
 
 from failover_client._errors import BrokerRefused, BrokerUnavailable, ConnectionFailure
+from failover_client.stomp._loopread import LoopReader, reads_here
 from failover_client.stomp._state import SessionState
 
 __all__ = ["close", "lose", "release"]
@@ -85,7 +86,7 @@ def _say_goodbye(state: SessionState) -> None:
         transport.transmit(Frame("DISCONNECT", {"receipt": _BYE}, b""))
     finally:
         state.write_lock.release()
-    if threading.current_thread() is not transport.io_thread:
+    if not reads_here(transport.io_thread):
         # The receipt also means every frame queued before DISCONNECT was written.
         _await_bye(state)
     else:
@@ -129,6 +130,10 @@ def release(state: SessionState) -> None:
         _log.warning("%s: writer thread still busy after %g s", state.broker, timeout)
     if io_thread is None:
         transport.close_unstarted()
+    elif isinstance(io_thread, LoopReader):
+        io_thread.join(timeout)  # never waits on the loop's thread (see _loopread)
+        if io_thread.is_alive() and not io_thread.on_loop_thread():
+            _log.warning("%s: the event loop did not end the session's reading", state.broker)
     elif io_thread is not threading.current_thread():
         io_thread.join(timeout)
         if io_thread.is_alive():

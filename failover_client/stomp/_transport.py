@@ -60,6 +60,7 @@ from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
 from failover_client.stomp._ioloop import read_loop
+from failover_client.stomp._loopread import on_reading_loop
 
 __all__ = ["BoundTransport"]
 
@@ -96,6 +97,11 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
     blocking: bool
     running: bool
     io_thread: Any
+    recv_flags = 0
+    """Flags of a plain TCP ``recv`` (``MSG_DONTWAIT`` when the event loop reads it)."""
+    recv_max = _RECV_BYTES
+    """Bytes of a plain TCP ``recv`` once data flows (less when the event loop reads it, as
+    one read and its frames are one step of the loop: ``_loopread.LOOP_READ_BYTES``)."""
 
     def __init__(
         self,
@@ -236,11 +242,13 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             finally:
                 self.abort()
 
-        def write_nowait(data: bytes) -> None:
+        def write_nowait(data: bytes) -> int:
             # MSG_DONTWAIT: a hung broker's full receive window must not block the shared
-            # timer thread that writes heart-beats (it has to notice the hang). A beat is
-            # one byte, so the send is all or nothing.
-            sock.send(data, socket.MSG_DONTWAIT)
+            # timer thread that writes heart-beats (it has to notice the hang), nor the event
+            # loop that reads this socket (send(), send_deferred()). A beat is one byte, so
+            # its send is all or nothing; the writer queues what a frame's send left.
+            sent: int = sock.send(data, socket.MSG_DONTWAIT)
+            return sent
 
         writer = FrameWriter(
             sock.sendall,
@@ -282,7 +290,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         """Queue one encoded frame for the writer thread, or write it here before it runs."""
         writer = self._writer
         if writer is not None:
-            writer.put(encoded_frame)
+            # Never wait, for room or for the socket, on the loop that reads this socket
+            # (see _loopread and FrameWriter.put's nowait).
+            writer.put(encoded_frame, nowait=on_reading_loop(self.io_thread))
         else:
             super().send(encoded_frame)
 
@@ -301,7 +311,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
         if isinstance(item, bytes) and stomp_log.isEnabledFor(stomp_log.DEBUG):
             stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(item))
-        writer.put(item, force=force, inline=inline, urgent=inline)
+        nowait = on_reading_loop(self.io_thread)
+        writer.put(item, force=force, inline=inline, urgent=inline, nowait=nowait)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until queued frames are written (True without a writer)."""
@@ -324,13 +335,18 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         try:
             # TLS asks for a whole record (16 KiB) every time: stomp.py's loop selects on the
             # socket, which does not show plaintext left in the TLS buffer by a short read.
-            data: bytes = sock.recv(self._recv_size if self.blocking else _RECV_BYTES)
+            if self.blocking:
+                data: bytes = sock.recv(self._recv_size, self.recv_flags)
+            else:
+                data = sock.recv(_RECV_BYTES)
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise  # no TLS record complete yet: stomp.py's loop selects again
+        except BlockingIOError:
+            raise  # read on the event loop, which woke for nothing (see _loopread)
         except (OSError, AttributeError):  # reset, closed under us, or socket already None
             data = b""
         if data:
-            self._recv_size = _RECV_BYTES if len(data) >= _RECV_SMALL else _RECV_SMALL
+            self._recv_size = self.recv_max if len(data) >= _RECV_SMALL else _RECV_SMALL
             unframed = self._unframed + len(data)
             self._unframed = unframed
             if unframed > self._max_frame and self._too_large(data, unframed):
@@ -377,8 +393,12 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             super()._BaseTransport__io_loop()
 
     def _BaseTransport__read_frames(self) -> None:
+        self.process_frames(self._BaseTransport__read())
+
+    def process_frames(self, frames: list[bytes]) -> None:
+        """Parse and hand on frames split off the buffer (also the event loop's reader)."""
         # stomp.py 9's __read_frames line for line, but for the parser (see _decode).
-        for frame in self._BaseTransport__read():
+        for frame in frames:
             if self._BaseTransport__is_eol(frame):
                 parsed = stomp_utils.HEARTBEAT_FRAME
             else:
@@ -413,6 +433,10 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             chunks.append(data)
             if b"\x00" in data:
                 break
+        return self.split_chunks(chunks)
+
+    def split_chunks(self, chunks: list[bytes]) -> list[bytes]:
+        """The whole frames of the buffer with ``chunks`` added; the rest stays buffered."""
         buffer = self._BaseTransport__recvbuf + b"".join(chunks)
         if not buffer or not self.running:
             self._BaseTransport__recvbuf = buffer
