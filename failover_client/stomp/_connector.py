@@ -60,7 +60,15 @@ class StompConnector:
     timeouts (the same checks and messages as every adapter's).
     """
 
-    __slots__ = ("_clock", "_confirm_mode", "_grace", "_options", "_settings", "_transport_factory")
+    __slots__ = (
+        "_clock",
+        "_confirm_mode",
+        "_grace",
+        "_options",
+        "_read_loop",
+        "_settings",
+        "_transport_factory",
+    )
 
     def __init__(
         self,

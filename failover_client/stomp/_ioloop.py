@@ -11,12 +11,13 @@ and connect conditions woken), step for step. A TLS transport keeps stomp.py's o
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from stomp import exception as stomp_exception
 from stomp import log as stomp_log
 
-__all__ = ["read_loop"]
+__all__ = ["read_burst", "read_loop"]
 
 
 def read_loop(transport: Any) -> None:
@@ -53,3 +54,36 @@ def read_loop(transport: Any) -> None:
         with connect_condition:
             connect_condition.notify_all()
         transport.notified_on_disconnect = False
+
+
+def read_burst(transport: Any) -> list[bytes]:
+    """One burst of reads, split into whole frames (the transport's ``__read``).
+
+    stomp.py 9's ``__read``, but for the split (``_decode.split_frames`` through the
+    transport's ``split_chunks``: no copy of the rest of the buffer per frame).
+    """
+    # As stomp.py: read until a chunk holds a NUL (or a lone EOL, a heart-beat, to
+    # an empty buffer), then split what was gathered into frames (see split_frames).
+    is_eol = transport._BaseTransport__is_eol
+    chunks: list[bytes] = []
+    while transport.running:
+        try:
+            try:
+                data = transport.receive()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except stomp_exception.InterruptedException:
+                continue
+        except Exception:  # noqa: BLE001 - stomp.py's own rule: a failed read ends the loop
+            data = b""
+        if not data:
+            if not transport.blocking:
+                break  # TLS: no record complete yet (receive ends the loop on a real EOF)
+            raise stomp_exception.ConnectionClosedException()
+        if is_eol(data) and not transport._BaseTransport__recvbuf and not chunks:
+            return [data]
+        chunks.append(data)
+        if b"\x00" in data:
+            break
+    frames: list[bytes] = transport.split_chunks(chunks)
+    return frames

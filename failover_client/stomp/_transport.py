@@ -49,7 +49,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from stomp import exception as stomp_exception
 from stomp import log as stomp_log
 from stomp import utils as stomp_utils
 from stomp.transport import Transport
@@ -59,7 +58,7 @@ from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
-from failover_client.stomp._ioloop import read_loop
+from failover_client.stomp._ioloop import read_burst, read_loop
 from failover_client.stomp._loopread import on_reading_loop
 
 __all__ = ["BoundTransport"]
@@ -410,30 +409,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             self.process_frame(parsed, frame)
 
     def _BaseTransport__read(self) -> list[bytes]:
-        # stomp.py 9's __read: read until a chunk holds a NUL (or a lone EOL, a heart-beat, to
-        # an empty buffer), then split what was gathered into frames (see split_frames).
-        is_eol = self._BaseTransport__is_eol
-        chunks: list[bytes] = []
-        while self.running:
-            try:
-                try:
-                    data = self.receive()
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    break
-                except stomp_exception.InterruptedException:
-                    continue
-            except Exception:  # noqa: BLE001 - stomp.py's own rule: a failed read ends the loop
-                data = b""
-            if not data:
-                if not self.blocking:
-                    break  # TLS: no record complete yet (receive ends the loop on a real EOF)
-                raise stomp_exception.ConnectionClosedException()
-            if is_eol(data) and not self._BaseTransport__recvbuf and not chunks:
-                return [data]
-            chunks.append(data)
-            if b"\x00" in data:
-                break
-        return self.split_chunks(chunks)
+        return read_burst(self)  # stomp.py 9's __read, with the frame split of _decode
 
     def split_chunks(self, chunks: list[bytes]) -> list[bytes]:
         """The whole frames of the buffer with ``chunks`` added; the rest stays buffered."""
