@@ -76,6 +76,7 @@ class Sender(PoisonSearch, Settling):
     ) -> None:
         super().__init__()
         self._cond = cond
+        self._lock = cond.lock
         self._life = lifecycle
         self._clock = clock
         self._counters = SendCounters()
@@ -194,15 +195,22 @@ class Sender(PoisonSearch, Settling):
         body: bytes,
         headers: Mapping[str, str] | None,
         message_id: str | None,
-        deadline: SendDeadline,
+        timeout: float | Unset | None,
     ) -> OutboundMessage:
         """:meth:`submit` of a confirmed, non-blocking send (``send_async``), with its future.
 
         The same steps with only the branches this kind of send takes: it is the path of
         group commit, where the client's CPU per message is what is measured. With an
         observer the general path runs (it follows the send from here to its outcome).
+        ``timeout`` as for :meth:`deadline`; the options' own (UNSET) is counted from the
+        moment the send finds it has to wait, so a send that goes straight out reads no clock.
         """
+        if timeout is not UNSET or self.observer is not None:
+            deadline: SendDeadline | Unset = self.deadline(timeout, confirmed=False)
+        else:
+            deadline = UNSET
         if self.observer is not None:
+            assert not isinstance(deadline, Unset)
             message = self.submit(
                 destination,
                 body,
@@ -216,9 +224,11 @@ class Sender(PoisonSearch, Settling):
         chosen_id, merged = self.headers_for(headers, message_id)
         size = len(body)
         outbox = self._outbox
-        with self._cond:
+        with self._lock:  # the condition's mutex: no Python-level enter/exit
             slot = self._life.connected_slot()
             if slot is None or not outbox.has_room(size):
+                if isinstance(deadline, Unset):
+                    deadline = self.deadline(UNSET)
                 slot = self._wait_ready(destination, size, "confirmed", chosen_id, deadline)
             self._counters.sent += 1
             message = outbox.new(chosen_id, destination, body, merged, "confirmed", SendFuture())

@@ -23,6 +23,9 @@ class ClockCondition:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._lock = threading.Lock()
+        self.lock = self._lock
+        """The mutex itself: ``with cond.lock`` where nothing waits or notifies costs no
+        Python-level ``__enter__``/``__exit__`` (the send path takes it once per message)."""
         self._waiters: set[threading.Event] = set()
 
     def __enter__(self) -> ClockCondition:
