@@ -37,7 +37,10 @@ Confirmed, persistent (``persistent:true``, the broker writes each to its store)
 * ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024),
   URI defaults: ``confirmMode=auto``, which on ActiveMQ Classic group-commits the sends that
   are written together in one transaction confirmed by its COMMIT's receipt;
-* ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send.
+* ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send;
+* ``failover send_async()+flush(), dedup=off``: group commit without ``_AMQ_DUPL_ID`` (only
+  Artemis drops replayed copies by it), one id header per send instead of two: what that
+  header costs the broker.
 
 Unconfirmed (fire-and-forget, ``persistent:false``), each loop ended by one confirmed message
 so the clock stops when the broker has really taken everything:
@@ -76,7 +79,10 @@ STORES = {"disk": None, "memory": "/dev/shm"}
 
 
 def methods(
-    raw: RawSender, fc: FailoverConnection, fc_receipts: FailoverConnection
+    raw: RawSender,
+    fc: FailoverConnection,
+    fc_receipts: FailoverConnection,
+    fc_one_id: FailoverConnection,
 ) -> dict[str, tuple[Method, int]]:
     """name -> (run(destination, count), base message count)."""
 
@@ -119,6 +125,11 @@ def methods(
             fc_receipts.send_async(dest, BODY, PERSISTENT)
         fc_receipts.flush()
 
+    def fc_pipelined_one_id(dest: str, n: int) -> None:
+        for _ in range(n):
+            fc_one_id.send_async(dest, BODY, PERSISTENT)
+        fc_one_id.flush()
+
     def raw_unconfirmed(dest: str, n: int) -> None:
         for _ in range(n - 1):
             raw.send(dest, BODY, TRANSIENT)
@@ -140,6 +151,7 @@ def methods(
         "failover send()": (fc_blocking, 2000),
         "failover send_async()+flush()": (fc_pipelined, 16000),
         "failover send_async()+flush(), confirmMode=receipt": (fc_pipelined_receipts, 8000),
+        "failover send_async()+flush(), dedup=off": (fc_pipelined_one_id, 16000),
         "raw send() unconfirmed": (raw_unconfirmed, 30000),
         "failover send(confirm=False)": (fc_unconfirmed, 30000),
     }
@@ -152,6 +164,10 @@ COMPARE = {
     "failover send()": ("raw receipt-per-message", 1.0),
     "failover send_async()+flush()": ("raw transactions of 256, commit receipts (reference)", 0.95),
     "failover send_async()+flush(), confirmMode=receipt": ("raw receipt-per-message", None),
+    "failover send_async()+flush(), dedup=off": (
+        "raw transactions of 256, commit receipts (reference)",
+        None,
+    ),
     "failover send(confirm=False)": ("raw send() unconfirmed", 0.95),
 }
 
@@ -167,8 +183,10 @@ def run(cluster: Cluster, reps: int, scale: float, only: list[str] | None = None
     fc.connect()
     fc_receipts = FailoverConnection(cluster.failover_uri("stomp", {"confirmMode": "receipt"}))
     fc_receipts.connect()
+    fc_one_id = FailoverConnection(cluster.failover_uri("stomp", {"dedup": "off"}))
+    fc_one_id.connect()
     try:
-        table_of = methods(raw, fc, fc_receipts)
+        table_of = methods(raw, fc, fc_receipts, fc_one_id)
         if only:
             table_of = {k: v for k, v in table_of.items() if any(o in k for o in only)}
         rates: dict[str, list[float]] = {name: [] for name in table_of}
@@ -202,6 +220,7 @@ def run(cluster: Cluster, reps: int, scale: float, only: list[str] | None = None
                     broker_us[name].append(broker_cpu / count * 1e6)
         stats = fc.stats()
     finally:
+        fc_one_id.close()
         fc_receipts.close()
         fc.close()
         raw.close()
