@@ -126,7 +126,7 @@ class SendFuture(Future[None]):
         built = self._built
         assert built is not None
         with built:
-            for waiter in self._waiters:
+            for waiter in self._waiter_list or ():  # none made: nobody waited
                 if exception is None:
                     waiter.add_result(self)
                 else:
