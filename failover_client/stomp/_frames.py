@@ -165,13 +165,13 @@ _OURS = frozenset({"content-length", "destination", "receipt", "transaction"})
 _PLAIN_SEND_NAMES: set[str] = set()
 """Names found valid on a SEND that are none of :data:`_OURS` (at most ``_GOOD_NAMES_MAX``)."""
 
-_SEND_TAILS: dict[tuple[str, int], bytes] = {}
-"""(destination, body length) -> the encoded ``content-length`` and ``destination`` lines and
-the blank line: the end of every group-committed SEND's header block, the same for every
-message of a loop. Only destinations checked and with nothing to escape get one."""
+_SEND_TAILS: dict[str, bytes] = {}
+"""destination -> its encoded ``destination`` line and the blank line: the end of every
+group-committed SEND's header block to it. Only destinations checked and with nothing to
+escape get one."""
 
 _SEND_TAILS_MAX = 1024
-"""Tails kept at most: a caller sending to a new destination per message must not grow memory
+"""Destinations kept at most: a caller sending to a new one per message must not grow memory
 (the table starts again when full)."""
 
 
@@ -183,12 +183,12 @@ def send_block(
     chooses; a send with the caller's own ``transaction`` is written alone, never batched),
     values escaped for ``version``, then the blank line.
 
-    The usual send (a destination and body length seen before, names seen before, plain
-    values, none of the headers the adapter sets) is checked and encoded in a few passes in
-    C, behind the tail of lines it shares with the sends before it; any other goes the
-    general way, with the same checks and errors as :func:`send_headers`.
+    The usual send (a destination seen before, names seen before, plain values, none of the
+    headers the adapter sets) is checked and encoded in a few passes in C, in front of the
+    destination line encoded for the sends before it; any other goes the general way, with
+    the same checks and errors as :func:`send_headers`.
     """
-    tail = _SEND_TAILS.get((destination, body_length))
+    tail = _SEND_TAILS.get(destination)
     if tail is not None and _PLAIN_SEND_NAMES.issuperset(headers):
         try:
             scanned = "".join(headers.values())
@@ -204,15 +204,17 @@ def send_block(
             lines = "\n".join(map(":".join, headers.items()))
             if "persistent" not in headers:
                 lines = "persistent:true\n" + lines if lines else "persistent:true"
+            if body_length:
+                lines = f"{lines}\ncontent-length:{body_length}"
             return (lines + "\n").encode("utf-8", "replace") + tail
     frame = send_headers(destination, headers, None, body_length=body_length)
     frame.pop("transaction", None)
     block = header_block(frame, version)
-    _remember_send(destination, headers, body_length)
+    _remember_send(destination, headers)
     return block
 
 
-def _remember_send(destination: str, headers: Mapping[str, str], body_length: int) -> None:
+def _remember_send(destination: str, headers: Mapping[str, str]) -> None:
     """After ``send_headers`` accepted a SEND: keep what the next one to the same place reuses."""
     if len(_PLAIN_SEND_NAMES) < _GOOD_NAMES_MAX:
         # send_headers added every one of these names to _GOOD_NAMES (if there was room).
@@ -223,10 +225,7 @@ def _remember_send(destination: str, headers: Mapping[str, str], body_length: in
         return  # escaped or refused each time, the general way
     if len(_SEND_TAILS) >= _SEND_TAILS_MAX:
         _SEND_TAILS.clear()
-    length = f"content-length:{body_length}\n" if body_length else ""
-    _SEND_TAILS[(destination, body_length)] = f"{length}destination:{destination}\n\n".encode(
-        "utf-8", "replace"
-    )
+    _SEND_TAILS[destination] = f"destination:{destination}\n\n".encode("utf-8", "replace")
 
 
 def subscribe_headers(
