@@ -30,17 +30,18 @@ Confirmed, persistent (``persistent:true``, the broker writes each to its store)
 * ``raw transactions of 256, commit receipts (reference)``: stomp.py BEGIN, 256 SENDs, COMMIT
   with a receipt, all awaited at the end (what group commit does, hand-written);
 * ``raw transactions of 256 with the two id headers (reference)``: the same, each SEND also
-  carrying the two headers failover-client puts on every confirmed send (``failover-message-id``
-  and ``_AMQ_DUPL_ID``, unique per message): ActiveMQ keeps each as a message property, so
+  carrying the two headers failover-client puts on a confirmed send to a broker that may drop
+  copies by ``_AMQ_DUPL_ID`` (``failover-message-id`` and ``_AMQ_DUPL_ID``, unique per
+  message; on Classic it sends only the first): ActiveMQ keeps each as a message property, so
   this row shows what they cost the broker, apart from the client;
 * ``failover send()``: ``FailoverConnection.send`` (blocks until confirmed, one at a time);
 * ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024),
   URI defaults: ``confirmMode=auto``, which on ActiveMQ Classic group-commits the sends that
   are written together in one transaction confirmed by its COMMIT's receipt;
 * ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send;
-* ``failover send_async()+flush(), dedup=off``: group commit without ``_AMQ_DUPL_ID`` (only
-  Artemis drops replayed copies by it), one id header per send instead of two: what that
-  header costs the broker.
+* ``failover send_async()+flush(), dedup=off``: group commit without ``_AMQ_DUPL_ID``; on
+  ActiveMQ Classic, which drops no copy by it, ``dedup=auto`` sends none either, so this row
+  and the default's carry the same one id header per send.
 
 Unconfirmed (fire-and-forget, ``persistent:false``), each loop ended by one confirmed message
 so the clock stops when the broker has really taken everything:
