@@ -280,6 +280,29 @@ class RawSender:
         self.conn.commit(transaction=tx, headers={"receipt": receipt})
         return receipt
 
+    def send_transaction_with_ids(
+        self, destination: str, body: bytes, headers: Mapping[str, str], count: int
+    ) -> str:
+        """:meth:`send_transaction` with a unique ``failover-message-id`` and ``_AMQ_DUPL_ID``
+        on each SEND, as failover-client writes them (``dedup=auto``, the default)."""
+        tx = f"t{next(_receipts)}"
+        self.conn.begin(transaction=tx)
+        for _ in range(count):
+            message_id = f"raw-{next(_receipts)}"
+            self.conn.send(
+                destination,
+                body,
+                headers={
+                    **headers,
+                    "transaction": tx,
+                    "failover-message-id": message_id,
+                    "_AMQ_DUPL_ID": message_id,
+                },
+            )
+        receipt = f"r{next(_receipts)}"
+        self.conn.commit(transaction=tx, headers={"receipt": receipt})
+        return receipt
+
     def wait_receipts(self, receipts: list[str], timeout: float = 120.0) -> None:
         # One connection's receipts come back in order: wait for the last, then check all.
         wanted = set(receipts)

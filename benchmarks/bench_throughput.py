@@ -16,7 +16,10 @@ The whole set runs twice: with the broker's store on disk (KahaDB syncs every pe
 message before its receipt, so the broker, not the client, bounds one connection's confirmed
 rate) and with the store in memory (/dev/shm), where the client's own cost shows. Reported:
 messages per second (median over repetitions; a repetition's rate is both halves' messages
-over both halves' time) and the ratio against the raw stomp.py method it is compared with.
+over both halves' time) and the ratio against the raw stomp.py method it is compared with,
+and the CPU per message of the client process and of the broker's JVM (``/proc``), medians:
+client and broker share the cores, so on the memory store the broker's CPU per message is as
+much the rate as the client's.
 
 Confirmed, persistent (``persistent:true``, the broker writes each to its store):
 
@@ -26,11 +29,19 @@ Confirmed, persistent (``persistent:true``, the broker writes each to its store)
   waiting for each (what an application would have to hand-write to pipeline);
 * ``raw transactions of 256, commit receipts (reference)``: stomp.py BEGIN, 256 SENDs, COMMIT
   with a receipt, all awaited at the end (what group commit does, hand-written);
+* ``raw transactions of 256 with the two id headers (reference)``: the same, each SEND also
+  carrying the two headers failover-client puts on a confirmed send to a broker that may drop
+  copies by ``_AMQ_DUPL_ID`` (``failover-message-id`` and ``_AMQ_DUPL_ID``, unique per
+  message; on Classic it sends only the first): ActiveMQ keeps each as a message property, so
+  this row shows what they cost the broker, apart from the client;
 * ``failover send()``: ``FailoverConnection.send`` (blocks until confirmed, one at a time);
 * ``failover send_async()+flush()``: pipelined within the confirmation window (default 1024),
   URI defaults: ``confirmMode=auto``, which on ActiveMQ Classic group-commits the sends that
   are written together in one transaction confirmed by its COMMIT's receipt;
-* ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send.
+* ``failover send_async()+flush(), confirmMode=receipt``: the same with one receipt per send;
+* ``failover send_async()+flush(), dedup=off``: group commit without ``_AMQ_DUPL_ID``; on
+  ActiveMQ Classic, which drops no copy by it, ``dedup=auto`` sends none either, so this row
+  and the default's carry the same one id header per send.
 
 Unconfirmed (fire-and-forget, ``persistent:false``), each loop ended by one confirmed message
 so the clock stops when the broker has really taken everything:
@@ -54,6 +65,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks._common import brokers, log, machine, precreate, ratio, table, warm, write_json
+from benchmarks._consume_io import cpu_seconds
 from benchmarks._raw import RawSender, purge
 from failover_client import FailoverConnection
 from failover_client.testing.brokers import Cluster
@@ -68,7 +80,10 @@ STORES = {"disk": None, "memory": "/dev/shm"}
 
 
 def methods(
-    raw: RawSender, fc: FailoverConnection, fc_receipts: FailoverConnection
+    raw: RawSender,
+    fc: FailoverConnection,
+    fc_receipts: FailoverConnection,
+    fc_one_id: FailoverConnection,
 ) -> dict[str, tuple[Method, int]]:
     """name -> (run(destination, count), base message count)."""
 
@@ -88,6 +103,15 @@ def methods(
             receipts.append(raw.send_transaction(dest, BODY, PERSISTENT, min(256, n - start)))
         raw.wait_receipts(receipts)
 
+    def raw_transactions_with_ids(dest: str, n: int) -> None:
+        # Reference only: the hand-written transactions with failover-client's id headers.
+        receipts = []
+        for start in range(0, n, 256):
+            receipts.append(
+                raw.send_transaction_with_ids(dest, BODY, PERSISTENT, min(256, n - start))
+            )
+        raw.wait_receipts(receipts)
+
     def fc_blocking(dest: str, n: int) -> None:
         for _ in range(n):
             fc.send(dest, BODY, PERSISTENT)
@@ -101,6 +125,11 @@ def methods(
         for _ in range(n):
             fc_receipts.send_async(dest, BODY, PERSISTENT)
         fc_receipts.flush()
+
+    def fc_pipelined_one_id(dest: str, n: int) -> None:
+        for _ in range(n):
+            fc_one_id.send_async(dest, BODY, PERSISTENT)
+        fc_one_id.flush()
 
     def raw_unconfirmed(dest: str, n: int) -> None:
         for _ in range(n - 1):
@@ -116,9 +145,14 @@ def methods(
         "raw receipt-per-message": (raw_confirmed, 2000),
         "raw receipts, awaited at the end (reference)": (raw_pipelined, 8000),
         "raw transactions of 256, commit receipts (reference)": (raw_transactions, 16000),
+        "raw transactions of 256 with the two id headers (reference)": (
+            raw_transactions_with_ids,
+            16000,
+        ),
         "failover send()": (fc_blocking, 2000),
         "failover send_async()+flush()": (fc_pipelined, 16000),
         "failover send_async()+flush(), confirmMode=receipt": (fc_pipelined_receipts, 8000),
+        "failover send_async()+flush(), dedup=off": (fc_pipelined_one_id, 16000),
         "raw send() unconfirmed": (raw_unconfirmed, 30000),
         "failover send(confirm=False)": (fc_unconfirmed, 30000),
     }
@@ -131,6 +165,10 @@ COMPARE = {
     "failover send()": ("raw receipt-per-message", 1.0),
     "failover send_async()+flush()": ("raw transactions of 256, commit receipts (reference)", 0.95),
     "failover send_async()+flush(), confirmMode=receipt": ("raw receipt-per-message", None),
+    "failover send_async()+flush(), dedup=off": (
+        "raw transactions of 256, commit receipts (reference)",
+        None,
+    ),
     "failover send(confirm=False)": ("raw send() unconfirmed", 0.95),
 }
 
@@ -146,57 +184,77 @@ def run(cluster: Cluster, reps: int, scale: float, only: list[str] | None = None
     fc.connect()
     fc_receipts = FailoverConnection(cluster.failover_uri("stomp", {"confirmMode": "receipt"}))
     fc_receipts.connect()
+    fc_one_id = FailoverConnection(cluster.failover_uri("stomp", {"dedup": "off"}))
+    fc_one_id.connect()
     try:
-        table_of = methods(raw, fc, fc_receipts)
+        table_of = methods(raw, fc, fc_receipts, fc_one_id)
         if only:
             table_of = {k: v for k, v in table_of.items() if any(o in k for o in only)}
         rates: dict[str, list[float]] = {name: [] for name in table_of}
         cpu_us: dict[str, list[float]] = {name: [] for name in table_of}
+        broker_us: dict[str, list[float]] = {name: [] for name in table_of}
         names = list(table_of)
         for rep in range(reps + 1):  # round 0 is the warm-up, not recorded
-            # name -> [messages, seconds, CPU seconds] over this repetition's two halves
-            totals = {name: [0, 0.0, 0.0] for name in names}
+            # name -> [messages, seconds, CPU seconds, broker CPU seconds] over this
+            # repetition's two halves
+            totals = {name: [0, 0.0, 0.0, 0.0] for name in names}
             for half in (names, names[::-1]):  # A B ... Z then Z ... B A (see the docstring)
                 for name in half:
                     method, base = table_of[name]
                     count = max(50, int(base * scale / 2))
-                    elapsed, cpu = _timed(cluster, host, method, count)
+                    elapsed, cpu, broker_cpu = _timed(cluster, host, method, count)
                     total = totals[name]
                     total[0] += count
                     total[1] += elapsed
                     total[2] += cpu
+                    total[3] += broker_cpu
                     log(
                         f"{'warm-up' if rep == 0 else f'rep {rep}'}: {name:32} "
                         f"{count:>6} msgs {count / elapsed:>9,.0f} msg/s "
-                        f"{cpu / count * 1e6:6.1f} us CPU/msg"
+                        f"{cpu / count * 1e6:6.1f} us CPU/msg "
+                        f"(broker {broker_cpu / count * 1e6:.1f})"
                     )
             if rep > 0:
-                for name, (count, elapsed, cpu) in totals.items():
+                for name, (count, elapsed, cpu, broker_cpu) in totals.items():
                     rates[name].append(count / elapsed)
                     cpu_us[name].append(cpu / count * 1e6)
+                    broker_us[name].append(broker_cpu / count * 1e6)
         stats = fc.stats()
     finally:
+        fc_one_id.close()
         fc_receipts.close()
         fc.close()
         raw.close()
     medians = {name: statistics.median(r) for name, r in rates.items()}
     cpu = {name: round(statistics.median(r), 1) for name, r in cpu_us.items()}
-    return {"rates": rates, "medians": medians, "cpu_us": cpu, "client_stats": stats}
+    broker = {name: round(statistics.median(r), 1) for name, r in broker_us.items()}
+    return {
+        "rates": rates,
+        "medians": medians,
+        "cpu_us": cpu,
+        "broker_cpu_us": broker,
+        "client_stats": stats,
+    }
 
 
 def _timed(
     cluster: Cluster, host: tuple[str, int], method: Method, count: int
-) -> tuple[float, float]:
-    """Run ``method`` once to a fresh, existing queue, then purge it: (seconds, CPU seconds)."""
+) -> tuple[float, float, float]:
+    """Run ``method`` once to a fresh, existing queue, then purge it: (seconds, CPU seconds,
+    the broker's CPU seconds meanwhile; 0 when its process cannot be read)."""
     dest = f"/queue/bench.tp.{uuid.uuid4().hex[:8]}"
     precreate(cluster, dest)
+    pid = cluster[0].pid
+    broker_start = cpu_seconds(pid)
     cpu_start = _cpu()
     start = time.perf_counter()
     method(dest, count)
     elapsed = time.perf_counter() - start
     cpu = _cpu() - cpu_start
+    broker_end = cpu_seconds(pid)
     purge(host, dest)
-    return elapsed, cpu
+    broker = 0.0 if broker_start is None or broker_end is None else broker_end - broker_start
+    return elapsed, cpu, broker
 
 
 def _cpu() -> float:
@@ -279,6 +337,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"{min(spread):,.0f}",
                     f"{max(spread):,.0f}",
                     measured["cpu_us"][name],
+                    measured["broker_cpu_us"][name],
                     base_name or "",
                     "" if r is None else f"{r:.2f}x",
                     "" if paired is None else f"{paired:.2f}x",
@@ -294,6 +353,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "min",
                 "max",
                 "client CPU us/msg",
+                "broker CPU us/msg",
                 "compared with",
                 "ratio of medians",
                 "median of paired ratios",
@@ -305,6 +365,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rates_msg_per_s": measured["rates"],
             "medians_msg_per_s": medians,
             "client_cpu_us_per_msg": measured["cpu_us"],
+            "broker_cpu_us_per_msg": measured["broker_cpu_us"],
             "comparisons": comparisons,
             "client_stats": measured["client_stats"],
         }

@@ -1,5 +1,5 @@
-"""Duplicates after a replay: _AMQ_DUPL_ID on every replayable send, the DuplicatesPossible
-notice at connect, and the consumer-side Deduplicator."""
+"""Duplicates after a replay: _AMQ_DUPL_ID on every replayable send to a broker that may drop
+copies by it, the DuplicatesPossible notice at connect, and the consumer-side Deduplicator."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from test_manager_support import A, B, make, running
 
 from failover_client import Deduplicator, DuplicatesPossible
 from failover_client._events import Connected, FailedOver
-from failover_client.engine._dedup import drops_duplicates
+from failover_client.engine._dedup import drops_duplicates, may_drop_duplicates
 from failover_client.testing import FakeConnector
 
 ARTEMIS_STOMP = "ActiveMQ-Artemis/2.31.2 ActiveMQ Artemis Messaging Engine"
 ARTEMIS_AMQP = "apache-activemq-artemis"
 CLASSIC = "ActiveMQ/5.17.2"
+RABBITMQ = "RabbitMQ/3.10.8"
 
 
 def _connector(products: dict[str, str]) -> type[FakeConnector]:
@@ -75,6 +76,103 @@ def test_fire_and_forget_never_replayed_carries_no_amq_dupl_id():
     with running(rig):
         rig.conn.send("/queue/q", b"x", confirm=False)
         assert rig.connector.wait_until(lambda: len(rig.connector.session(A).sent) == 1)
+        assert "_AMQ_DUPL_ID" not in rig.connector.session(A).sent[0].headers
+
+
+# --- per broker: the header only where it may drop copies -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("product", "carries"),
+    [
+        (ARTEMIS_STOMP, True),
+        (ARTEMIS_AMQP, True),
+        (None, True),  # unknown: kept
+        (CLASSIC, False),
+        ("ActiveMQ", False),  # Classic's AMQP open
+        (RABBITMQ, False),
+        ("RabbitMQ", False),  # RabbitMQ's AMQP open
+    ],
+)
+def test_each_send_kind_carries_the_header_only_to_a_broker_that_may_drop_copies(product, carries):
+    products = {} if product is None else {"a:61613": product}
+    rig = make((A,), connector_type=_connector(products))
+    with running(rig):
+        rig.conn.send("/queue/q", b"1")
+        rig.conn.send_async("/queue/q", b"2").result(5)
+        rig.conn.send("/queue/q", b"3", confirm=False, message_id="ff-3")
+        session = rig.connector.session(A)
+        assert rig.connector.wait_until(lambda: len(session.sent) == 3)
+        tagged = ["_AMQ_DUPL_ID" in m.headers for m in session.sent]
+        assert tagged == [carries] * 3
+        assert all(m.headers["failover-message-id"] == m.message_id for m in session.sent)
+    assert may_drop_duplicates(product) is carries
+
+
+def _replayed(first: str, second: str):
+    """A send stranded on A (calling itself ``first``) and replayed on B (``second``):
+    the original and the copy as each session received them."""
+    products = {"a:61613": first, "b:61613": second}
+    rig = make((A, B), auto_confirm=False, connector_type=_connector(products))
+    with running(rig):
+        future = rig.conn.send_async("/queue/q", b"x")
+        session_a = rig.connector.session(A)
+        assert rig.connector.wait_until(lambda: len(session_a.sent) == 1)
+        rig.connector.behave(A, "refuse")
+        session_a.kill()
+        rig.events.wait_for(FailedOver)
+        session_b = rig.connector.session(B)
+        assert rig.connector.wait_until(lambda: len(session_b.sent) == 1)
+        rig.conn.send_async("/queue/q", b"y")  # a new send, built for B
+        assert rig.connector.wait_until(lambda: len(session_b.sent) == 2)
+        session_b.confirm()
+        assert future.result(5) is None
+        return session_a.sent[0], session_b.sent[0], session_b.sent[1]
+
+
+def test_a_replay_from_classic_to_artemis_carries_the_header():
+    original, copy, later = _replayed(CLASSIC, ARTEMIS_STOMP)
+    assert "_AMQ_DUPL_ID" not in original.headers
+    assert copy.headers["_AMQ_DUPL_ID"] == copy.message_id == original.message_id
+    assert later.headers["_AMQ_DUPL_ID"] == later.message_id
+
+
+def test_a_replay_from_artemis_to_classic_carries_no_header():
+    original, copy, later = _replayed(ARTEMIS_AMQP, CLASSIC)
+    assert original.headers["_AMQ_DUPL_ID"] == original.message_id
+    assert "_AMQ_DUPL_ID" not in copy.headers
+    assert copy.message_id == original.message_id
+    assert "_AMQ_DUPL_ID" not in later.headers
+
+
+def test_a_replay_from_rabbitmq_to_an_unnamed_broker_carries_the_header():
+    products = {"a:61613": RABBITMQ}
+    rig = make((A, B), auto_confirm=False, connector_type=_connector(products))
+    with running(rig):
+        rig.conn.send_async("/queue/q", b"x")
+        session_a = rig.connector.session(A)
+        assert rig.connector.wait_until(lambda: len(session_a.sent) == 1)
+        rig.connector.behave(A, "refuse")
+        session_a.kill()
+        rig.events.wait_for(FailedOver)
+        session_b = rig.connector.session(B)
+        assert rig.connector.wait_until(lambda: len(session_b.sent) == 1)
+        assert "_AMQ_DUPL_ID" not in session_a.sent[0].headers
+        assert session_b.sent[0].headers["_AMQ_DUPL_ID"] == session_b.sent[0].message_id
+        session_b.confirm()
+
+
+def test_an_application_set_amq_dupl_id_goes_to_every_broker():
+    rig = make((A,), connector_type=_connector({"a:61613": CLASSIC}))
+    with running(rig):
+        rig.conn.send("/queue/q", b"x", {"_AMQ_DUPL_ID": "row-9"})
+        assert rig.connector.session(A).sent[0].headers["_AMQ_DUPL_ID"] == "row-9"
+
+
+def test_dedup_off_sends_no_header_to_artemis():
+    rig = make((A,), dedup="off", connector_type=_connector({"a:61613": ARTEMIS_STOMP}))
+    with running(rig):
+        rig.conn.send("/queue/q", b"x")
         assert "_AMQ_DUPL_ID" not in rig.connector.session(A).sent[0].headers
 
 

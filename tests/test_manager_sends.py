@@ -98,6 +98,21 @@ def test_window_full_times_out():
         assert "c-2" in str(blocked.error)
 
 
+def test_window_full_times_out_after_the_options_timeout_counted_from_the_wait():
+    # send_async without timeout= reads the clock only once it has to wait: the options'
+    # timeout still bounds that wait, counted from its start (not from an earlier moment).
+    rig = make((A,), autojump=False, auto_confirm=False, confirm_window=1, timeout=4.0)
+    with running(rig):
+        rig.conn.send_async("/queue/q", b"1")  # room: no wait, no deadline
+        rig.clock.advance(10.0)  # longer than the timeout, before the next send waits
+        blocked = in_thread(rig, lambda: rig.conn.send_async("/queue/q", b"2"))
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.clock.advance(4.0)
+        assert blocked.done.wait(5)
+        assert isinstance(blocked.error, SendTimeout)
+        assert "confirmWindow=1" in str(blocked.error)
+
+
 def test_byte_budget_limits_the_window_but_lets_one_large_message_through():
     rig = make((A,), auto_confirm=False, max_cache_size=10)
     with running(rig):

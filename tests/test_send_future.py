@@ -36,6 +36,21 @@ def test_settled_before_anyone_looked_it_builds_no_condition() -> None:
     assert future.exception(timeout=0) is None
 
 
+def test_its_waiter_and_callback_lists_are_made_for_their_first_user() -> None:
+    # Two empty lists per send in flight were two more objects for the garbage collector.
+    future = SendFuture()
+    assert future._waiter_list is None
+    assert future._callback_list is None
+    seen: list[Future[None]] = []
+    future.add_done_callback(seen.append)
+    assert future._callback_list == [seen.append]
+    assert confirm_outcomes([future]) is None
+    assert seen == [future]  # the callback added before settling ran once
+    pending = SendFuture()
+    assert wait([pending], timeout=0).not_done == {pending}
+    assert pending._waiter_list == []  # wait() registered its waiter there, then removed it
+
+
 def test_an_exception_set_before_anyone_looked_is_raised_by_result() -> None:
     future = SendFuture()
     error = RuntimeError("refused")

@@ -146,3 +146,16 @@ def test_a_header_block_has_every_header_once_and_ends_with_the_blank_line() -> 
     )
     assert header_block({}, "1.2") == b"\n"
     assert header_block({"a": "x:y"}, "1.1") == b"a:x\\cy\n\n"
+
+
+def test_sends_to_one_destination_carry_each_its_own_body_length() -> None:
+    # The destination's line is encoded once and reused; the length is each send's own.
+    for length in (3, 7, 0, 3):
+        block = send_block("/queue/lengths", {"k": "v"}, body_length=length, version="1.2")
+        lines = block.split(b"\n")
+        assert b"destination:/queue/lengths" in lines
+        if length:
+            assert b"content-length:%d" % length in lines
+        else:
+            assert not any(line.startswith(b"content-length") for line in lines)
+        assert block.endswith(b"\n\n")

@@ -126,9 +126,10 @@ class FailoverOptions:
     ``timeout`` then bounds only its waits while connected. None: ``timeout`` bounds the whole
     call, connected or not (ActiveMQ Classic, Qpid JMS)."""
     dedup: Dedup = "auto"
-    """``auto``: every send that may be replayed carries ``_AMQ_DUPL_ID`` (its message id), so
-    Artemis drops a replayed copy, and a broker without such detection is reported once at
-    connect (``DuplicatesPossible``); ``off``: no such header."""
+    """``auto``: every send that may be replayed carries ``_AMQ_DUPL_ID`` (its message id) to
+    a broker that may drop copies by it (Artemis, or one that names no product; not ActiveMQ
+    Classic or RabbitMQ), so Artemis drops a replayed copy, and a broker without such detection
+    is reported once at connect (``DuplicatesPossible``); ``off``: no such header."""
     confirm_window: int = 1024
     """Outstanding unconfirmed sends per connection before ``send`` waits (their bytes are
     bounded by ``max_cache_size`` as well)."""

@@ -323,9 +323,10 @@ OPTION_TABLE: tuple[OptionSpec, ...] = (
        "transaction and its COMMIT receipt (group commit); auto: group commit on ActiveMQ "
        "Classic 5.14+, receipts elsewhere."),
     _f("dedup", ("dedup",), "dedup", "auto",
-       "auto: every send that may be replayed carries _AMQ_DUPL_ID = its failover-message-id, "
-       "so Artemis drops a replayed copy; on other brokers a DuplicatesPossible event at "
-       "connect. off: no _AMQ_DUPL_ID header."),
+       "auto: every send that may be replayed carries _AMQ_DUPL_ID = its failover-message-id "
+       "to Artemis (and to a broker that names no product, not to ActiveMQ Classic or "
+       "RabbitMQ), so Artemis drops a replayed copy; on other brokers a DuplicatesPossible "
+       "event at connect. off: no _AMQ_DUPL_ID header."),
     _f("policy", ("policy",), "policy", "",
        "Registered broker-selection policy name; empty: from randomize (shuffle or "
        "first-element)."),

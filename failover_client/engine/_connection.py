@@ -412,9 +412,7 @@ class FailoverConnection(Consuming, Observing):
         self._guard.check()
         data = check_send(destination, body, headers, message_id)
         sender = self._sender
-        message = sender.submit_async(
-            destination, data, headers, message_id, sender.deadline(timeout)
-        )
+        message = sender.submit_async(destination, data, headers, message_id, timeout)
         assert isinstance(message.future, Future)  # confirmed and not blocking: a future
         return message.future
 

@@ -5,9 +5,15 @@ After a failover every unconfirmed send is sent again, so a message the old brok
 but not yet confirmed arrives twice. Artemis can drop the copy itself: it remembers the
 ``_AMQ_DUPL_ID`` of the messages it stored (a per-address cache, ``id-cache-size`` 20,000 by
 default) and drops a later message with the same value. It must see the header on the
-*original* too, and the client cannot know in advance on which broker a replay lands, so with
-``dedup=auto`` every send that may be replayed carries it, on every broker (one header; ActiveMQ
-Classic keeps it as a message property, RabbitMQ as an application property, both harmless).
+*original* too. With ``dedup=auto`` the header goes on every write to a session whose broker
+may drop copies by it (:func:`may_drop_duplicates`): one that named itself Artemis, or named
+no product at all (unknown: kept). A session on ActiveMQ Classic or RabbitMQ gets none: they
+keep it as one more message property (an application property) and drop nothing by it, and on
+Classic's memory store, where the broker's CPU is the rate, each extra header costs intake.
+The header is added per write, not per message, so Artemis still sees it on every message
+written to it: the original and every replay (a message first written to Classic and
+replayed to Artemis carries it there; the reverse replay carries none). An ``_AMQ_DUPL_ID``
+the application set itself (the Spark sink's ``duplicateDetection=artemis``) goes everywhere.
 
 The broker says who it is in its handshake: STOMP CONNECTED's ``server`` header
 (``ActiveMQ-Artemis/2.x ...``), the AMQP open's ``product`` property
@@ -22,10 +28,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol, TypeVar
 
 from failover_client._events import DuplicatesPossible
-from failover_client.engine._outbox import MESSAGE_ID_HEADER
+from failover_client.engine._outbox import MESSAGE_ID_HEADER, OutboundMessage
 from failover_client.uri import FailoverOptions
 
-__all__ = ["DUPLICATE_ID_HEADER", "Deduplicator", "DuplicateNotice", "drops_duplicates"]
+__all__ = [
+    "DUPLICATE_ID_HEADER",
+    "Deduplicator",
+    "DuplicateNotice",
+    "drops_duplicates",
+    "may_drop_duplicates",
+    "retag",
+    "tagged",
+]
 
 DUPLICATE_ID_HEADER = "_AMQ_DUPL_ID"
 """Artemis's duplicate-detection property: a message whose value it stored already is dropped."""
@@ -36,6 +50,45 @@ _ARTEMIS_PRODUCTS = ("ActiveMQ-Artemis/", "apache-activemq-artemis")
 def drops_duplicates(product: str | None) -> bool:
     """Whether a broker that calls itself ``product`` drops copies by ``_AMQ_DUPL_ID``."""
     return product is not None and product.startswith(_ARTEMIS_PRODUCTS)
+
+
+# What ActiveMQ Classic and RabbitMQ call themselves: STOMP CONNECTED's ``server``
+# (``ActiveMQ/5.17.2``, ``RabbitMQ/3.10.8``; Artemis's ``ActiveMQ-Artemis/`` is not one) and
+# the AMQP open's ``product`` (``ActiveMQ``, ``RabbitMQ``).
+_KEEPS_COPIES_STOMP = ("ActiveMQ/", "RabbitMQ/")
+_KEEPS_COPIES_AMQP = frozenset({"ActiveMQ", "RabbitMQ"})
+
+
+def may_drop_duplicates(product: str | None) -> bool:
+    """Whether a write to a broker that calls itself ``product`` carries ``_AMQ_DUPL_ID``.
+
+    False only for a broker known to keep copies (ActiveMQ Classic, RabbitMQ); True for
+    Artemis, for a session that named no product, and for any other name (a router or proxy
+    may stand in front of an Artemis): an unneeded header costs intake, a missing one a copy.
+    """
+    if not product:
+        return True
+    return not (product.startswith(_KEEPS_COPIES_STOMP) or product in _KEEPS_COPIES_AMQP)
+
+
+def tagged(headers: Mapping[str, str], message_id: str | None, on: bool) -> dict[str, str]:
+    """``headers`` with the engine's ``_AMQ_DUPL_ID`` (``message_id``) when ``on``, else
+    without it."""
+    if on:
+        assert message_id is not None  # an owned header belongs to a message with an id
+        return {**headers, DUPLICATE_ID_HEADER: message_id}
+    return {k: v for k, v in headers.items() if k != DUPLICATE_ID_HEADER}
+
+
+def retag(message: OutboundMessage, on: bool) -> Mapping[str, str]:
+    """Store in ``message`` (whose header the engine owns) its headers for a broker that
+    may drop copies (``on``) or not, and return them: a replay to another kind of broker.
+
+    One assignment, so a stale write racing a replay leaves headers whole for one broker or
+    the other; each write decides from the headers it sends.
+    """
+    headers = message.headers = tagged(message.headers, message.message_id, on)
+    return headers
 
 
 class DuplicateNotice:

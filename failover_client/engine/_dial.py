@@ -40,6 +40,7 @@ from failover_client._events import Event, ReconnectAttempt, ReconnectWarning
 from failover_client._hosts import shown_list
 from failover_client._throttle import LogThrottle
 from failover_client.adapter import Cancel, Connector, Session
+from failover_client.engine._dedup import may_drop_duplicates
 from failover_client.engine._pool import BrokerPool
 from failover_client.engine._slot import Slot, SlotEvents, SlotListener
 from failover_client.engine._startup import StartupNotice, expired
@@ -220,6 +221,7 @@ class Dialer:
             session.close()
             raise Interrupted
         slot.session = session
+        slot.may_drop_duplicates = may_drop_duplicates(session.product)
         self._pool.record_success(address)
         return slot
 

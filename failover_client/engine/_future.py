@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import FINISHED, RUNNING
+from typing import Any
 
 from failover_client.engine._latch import Latch
 
@@ -38,15 +39,47 @@ _BUILD = threading.Lock()
 class SendFuture(Future[None]):
     """A running future whose condition variable is made on first use (see the module)."""
 
+    # The outcome until one is set: class attributes, so that a new future stores none.
+    _result = None
+    _exception: BaseException | None = None
+    _waiter_list: list[Any] | None = None
+    _callback_list: list[Callable[[Future[None]], object]] | None = None
+
     def __init__(self) -> None:
-        # Not Future.__init__: it builds the condition this class exists to avoid. These are
+        # Not Future.__init__: it builds the condition this class exists to avoid, and two
+        # lists (its waiters and callbacks), each one more object for the cyclic garbage
+        # collector to visit while the send is in flight (made on first use here). These are
         # the attributes it sets, with the state a sender's future starts in.
         self._built: threading.Condition | None = None
         self._state = RUNNING
-        self._result = None
-        self._exception = None
-        self._waiters = []
-        self._done_callbacks: list[Callable[[Future[None]], object]] = []
+
+    @property  # the base class's attribute (concurrent.futures.wait appends to it)
+    def _waiters(self) -> list[Any]:
+        found = self._waiter_list
+        if found is None:
+            with _BUILD:
+                found = self._waiter_list
+                if found is None:
+                    found = self._waiter_list = []
+        return found
+
+    @_waiters.setter
+    def _waiters(self, value: list[Any]) -> None:
+        self._waiter_list = value
+
+    @property  # the base class's attribute (add_done_callback appends to it)
+    def _done_callbacks(self) -> list[Callable[[Future[None]], object]]:
+        found = self._callback_list
+        if found is None:
+            with _BUILD:
+                found = self._callback_list
+                if found is None:
+                    found = self._callback_list = []
+        return found
+
+    @_done_callbacks.setter
+    def _done_callbacks(self, value: list[Callable[[Future[None]], object]]) -> None:
+        self._callback_list = value
 
     @property  # the base class's attribute, made on first use
     def _condition(self) -> threading.Condition:
@@ -93,7 +126,7 @@ class SendFuture(Future[None]):
         built = self._built
         assert built is not None
         with built:
-            for waiter in self._waiters:
+            for waiter in self._waiter_list or ():  # none made: nobody waited
                 if exception is None:
                     waiter.add_result(self)
                 else:

@@ -193,7 +193,7 @@ class NoWait:
         sender = self._sender
         if sender.observer is not None:
             return self._submit_observed(destination, body, headers, message_id, settled)
-        chosen_id, merged = sender.headers_for(headers, message_id)
+        chosen_id, merged, owned = sender.headers_for(headers, message_id)
         outbox = sender._outbox
         with self._cond:
             slot = self._state.connected_slot()
@@ -207,6 +207,7 @@ class NoWait:
                 headers=merged,
                 kind="confirmed",
                 future=Handoff(settled),
+                duplicate_id=owned,
             )
             outbox.add(message, slot)  # a confirmed send evicts nothing
         with slot.io_lock:

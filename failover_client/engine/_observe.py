@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, MutableMapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from failover_client.engine._slot import Slot
@@ -28,6 +29,7 @@ from failover_client.uri import BrokerAddress
 if TYPE_CHECKING:
     from failover_client.engine._consumers import Consumers
     from failover_client.engine._lifetime import ProcessGuard
+    from failover_client.engine._outbox import OutboundMessage
     from failover_client.engine._sender import Sender
     from failover_client.engine._subscriptions import Handler, Message
 
@@ -39,6 +41,7 @@ __all__ = [
     "broker_of",
     "observe_handler",
     "safely",
+    "watch_send",
 ]
 
 _log = logging.getLogger("failover_client")
@@ -107,6 +110,23 @@ def observe_handler(observer: Observer, handler: Handler) -> Handler:
             safely(observation.finished, None)
 
     return observed
+
+
+def watch_send(observation: SendObservation, message: OutboundMessage | None, slot: Slot) -> None:
+    """End ``observation`` with the send's outcome: its confirmation, or (fire-and-forget)
+    now, at its write."""
+    future = message.future if message is not None else None
+    if future is None:
+        safely(observation.finished, None, slot.address)
+        return
+    assert isinstance(future, Future)  # an observed send never gets a Latch (see Sender._enqueue)
+
+    def done(settled: Future[None]) -> None:
+        written = message.session if message is not None else None
+        broker = written.address if isinstance(written, Slot) else None
+        safely(observation.finished, settled.exception(), broker)
+
+    future.add_done_callback(done)
 
 
 def broker_of(message: Message) -> BrokerAddress | None:

@@ -28,10 +28,10 @@ from failover_client._clock import Clock
 from failover_client._errors import ConnectionFailure, SendTimeout
 from failover_client.engine._arguments import check_timeout, refuse_zero_timeout_for_confirmed_send
 from failover_client.engine._budget import PhasedBudget, SendDeadline, wait_phased
-from failover_client.engine._dedup import DUPLICATE_ID_HEADER
+from failover_client.engine._dedup import DUPLICATE_ID_HEADER, retag, tagged
 from failover_client.engine._future import SendFuture
 from failover_client.engine._latch import Latch
-from failover_client.engine._observe import Observer, SendObservation, safely
+from failover_client.engine._observe import Observer, SendObservation, safely, watch_send
 from failover_client.engine._outbox import MESSAGE_ID_HEADER, MessageIds, OutboundMessage, Outbox
 from failover_client.engine._sender_poison import PoisonSearch, resent
 from failover_client.engine._settle import Confirmation, Settling
@@ -65,8 +65,9 @@ class SendCounters:
 class Sender(PoisonSearch, Settling):
     """Sends of one connection: submit, write, confirm, wait, flush, replay."""
 
-    __slots__ = ("_clock", "_cond", "_counters", "_duplicate_header", "_failover_timeout", "_life",
-                 "_message_ids", "_outbox", "_spellings", "_timeout", "observer")  # fmt: skip
+    __slots__ = ("_clock", "_cond", "_counters", "_dedup", "_failover_timeout", "_life", "_lock",
+                 "_message_ids", "_outbox", "_spellings", "_tag_duplicates", "_timeout",
+                 "observer")  # fmt: skip
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class Sender(PoisonSearch, Settling):
     ) -> None:
         super().__init__()
         self._cond = cond
+        self._lock = cond.lock
         self._life = lifecycle
         self._clock = clock
         self._counters = SendCounters()
@@ -95,8 +97,10 @@ class Sender(PoisonSearch, Settling):
             options.source_of("failover_timeout") or "callFailoverTimeout",
         )
         self._message_ids = message_ids
-        # dedup=auto: every send that may be replayed tells Artemis its id (see engine._dedup).
-        self._duplicate_header = DUPLICATE_ID_HEADER if options.dedup == "auto" else None
+        # dedup=auto: an _AMQ_DUPL_ID for each broker that may drop copies by it (engine._dedup);
+        # new sends are built for the current session's (read unlocked: see _write_locked).
+        self._dedup = options.dedup == "auto"
+        self._tag_duplicates = self._dedup
         self._outbox = Outbox(window=options.confirm_window, max_bytes=options.max_cache_size)
         self.observer: Observer | None = None
         """Told of each send (``_observe``); None costs one test per send."""
@@ -124,15 +128,17 @@ class Sender(PoisonSearch, Settling):
 
     def headers_for(
         self, headers: Mapping[str, str] | None, message_id: str | None
-    ) -> tuple[str, dict[str, str]]:
-        """The message id (given, from the headers, or new) and the headers carrying it."""
+    ) -> tuple[str, dict[str, str], bool]:
+        """The message id (given, from the headers, or new), the headers carrying it, and
+        whether the engine owns their ``_AMQ_DUPL_ID`` (:attr:`OutboundMessage.duplicate_id`)."""
         merged = dict(headers or {})
         chosen = message_id or merged.get(MESSAGE_ID_HEADER) or self._message_ids.next()
         merged[MESSAGE_ID_HEADER] = chosen
-        if self._duplicate_header is not None:
-            # An id the application set itself (the Spark sink's, say) is kept.
-            merged.setdefault(self._duplicate_header, chosen)
-        return chosen, merged
+        # An id the application set itself (the Spark sink's, say) is its own: sent as it is.
+        owned = self._dedup and DUPLICATE_ID_HEADER not in merged
+        if owned and self._tag_duplicates:
+            merged[DUPLICATE_ID_HEADER] = chosen
+        return chosen, merged, owned
 
     # --- sending -----------------------------------------------------------------------------
 
@@ -161,8 +167,9 @@ class Sender(PoisonSearch, Settling):
             # than halved its intake of small fire-and-forget messages.
             chosen_id: str | None = None
             merged = dict(headers or {})
+            owned = False
         else:
-            chosen_id, merged = self.headers_for(headers, message_id)
+            chosen_id, merged, owned = self.headers_for(headers, message_id)
         observer = self.observer
         observation = None
         if observer is not None:
@@ -177,18 +184,21 @@ class Sender(PoisonSearch, Settling):
                 deadline=deadline,
                 observation=observation,
                 blocking=blocking,
+                duplicate_id=owned,
             )
         except BaseException as exc:
             if observation is not None:
                 safely(observation.finished, exc, None)
             raise
         if message is None:
+            if owned and (DUPLICATE_ID_HEADER in merged) is not (drops := slot.may_drop_duplicates):
+                merged = tagged(merged, chosen_id, drops)
             self._write_untracked(slot, destination, body, merged)
         else:
             with slot.io_lock:
                 self._write_locked(slot, message)
         if observation is not None:
-            _watch(observation, message, slot)
+            watch_send(observation, message, slot)
         return message
 
     def submit_async(
@@ -197,15 +207,22 @@ class Sender(PoisonSearch, Settling):
         body: bytes,
         headers: Mapping[str, str] | None,
         message_id: str | None,
-        deadline: SendDeadline,
+        timeout: float | Unset | None,
     ) -> OutboundMessage:
         """:meth:`submit` of a confirmed, non-blocking send (``send_async``), with its future.
 
         The same steps with only the branches this kind of send takes: it is the path of
         group commit, where the client's CPU per message is what is measured. With an
         observer the general path runs (it follows the send from here to its outcome).
+        ``timeout`` as for :meth:`deadline`; the options' own (UNSET) is counted from the
+        moment the send finds it has to wait, so a send that goes straight out reads no clock.
         """
+        if timeout is not UNSET or self.observer is not None:
+            deadline: SendDeadline | Unset = self.deadline(timeout, confirmed=False)
+        else:
+            deadline = UNSET
         if self.observer is not None:
+            assert not isinstance(deadline, Unset)
             message = self.submit(
                 destination,
                 body,
@@ -216,15 +233,19 @@ class Sender(PoisonSearch, Settling):
             )
             assert message is not None  # a confirmed send always has an outbox entry
             return message
-        chosen_id, merged = self.headers_for(headers, message_id)
+        chosen_id, merged, owned = self.headers_for(headers, message_id)
         size = len(body)
         outbox = self._outbox
-        with self._cond:
+        with self._lock:  # the condition's mutex: no Python-level enter/exit
             slot = self._life.connected_slot()
             if slot is None or not outbox.has_room(size):
+                if isinstance(deadline, Unset):
+                    deadline = self.deadline(UNSET)
                 slot = self._wait_ready(destination, size, "confirmed", chosen_id, deadline)
             self._counters.sent += 1
-            message = outbox.new(chosen_id, destination, body, merged, "confirmed", SendFuture())
+            message = outbox.new(
+                chosen_id, destination, body, merged, "confirmed", SendFuture(), owned
+            )
             outbox.add(message, slot)  # a confirmed send evicts nothing
         with slot.io_lock:
             self._write_locked(slot, message)
@@ -262,6 +283,7 @@ class Sender(PoisonSearch, Settling):
         deadline: SendDeadline,
         observation: SendObservation | None,
         blocking: bool = False,
+        duplicate_id: bool = False,
     ) -> tuple[Slot, OutboundMessage | None]:
         """Wait for a session and room; count the send and enter it in the outbox."""
         size = len(body)
@@ -281,7 +303,7 @@ class Sender(PoisonSearch, Settling):
                 # belongs to the broker) and has no condition variable until someone waits.
                 future = Latch(self._clock) if blocking and observation is None else SendFuture()
             assert message_id is not None  # only untracked sends go without an id
-            message = outbox.new(message_id, destination, body, headers, kind, future)
+            message = outbox.new(message_id, destination, body, headers, kind, future, duplicate_id)
             if future is not None and observation is not None:
                 message.observation = observation  # a tracked send's ends at its write
             evicted = outbox.add(message, slot)
@@ -354,11 +376,14 @@ class Sender(PoisonSearch, Settling):
         assert session is not None
         if not slot.alive or message.session is not slot:
             return  # stays in (or already moved with) the outbox to the next session
+        headers, drops = message.headers, slot.may_drop_duplicates
+        if message.duplicate_id and (DUPLICATE_ID_HEADER in headers) is not drops:
+            headers = retag(message, drops)  # a replay to another kind, or a stale hint
         try:
             session.send(
                 message.destination,
                 message.body,
-                message.headers,
+                headers,
                 Confirmation(self, message, slot),
             )
         except ConnectionFailure as exc:
@@ -454,6 +479,7 @@ class Sender(PoisonSearch, Settling):
         observed = [(m, m.session) for m in self._outbox.pending() if m.observation is not None]
         replay = self._outbox.take_for(slot)
         self._counters.replayed += len(replay)
+        self._tag_duplicates = self._dedup and slot.may_drop_duplicates
         for message, previous in observed:
             if message.session is slot and previous is not slot:
                 resent(message, previous, slot)
@@ -474,23 +500,6 @@ class Sender(PoisonSearch, Settling):
         for message in pending:
             if message.future is not None:
                 message.future.set_exception(error)
-
-
-def _watch(observation: SendObservation, message: OutboundMessage | None, slot: Slot) -> None:
-    """End ``observation`` with the send's outcome: its confirmation, or (fire-and-forget)
-    now, at its write."""
-    future = message.future if message is not None else None
-    if future is None:
-        safely(observation.finished, None, slot.address)
-        return
-    assert isinstance(future, Future)  # an observed send never gets a Latch (see _enqueue)
-
-    def done(settled: Future[None]) -> None:
-        written = message.session if message is not None else None
-        broker = written.address if isinstance(written, Slot) else None
-        safely(observation.finished, settled.exception(), broker)
-
-    future.add_done_callback(done)
 
 
 def _wait_outcome(outcome: Future[None] | Latch, clock: Clock, timeout: float | None) -> bool:

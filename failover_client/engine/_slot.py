@@ -45,6 +45,9 @@ class Slot:
     """Subscriptions written to this session that it has neither confirmed nor refused
     (the ``SubscriptionKeeper``'s, like ``subscribed``)."""
     io_lock: threading.Lock = field(default_factory=threading.Lock)
+    may_drop_duplicates: bool = True
+    """Whether the broker may drop a replayed copy by ``_AMQ_DUPL_ID`` (its handshake's
+    product, ``engine._dedup.may_drop_duplicates``): writes to it carry the header then."""
     redirected: bool = False
     """The broker sent the client elsewhere: its end blames no frame (see ``_poison``)."""
     deliveries: int = 0

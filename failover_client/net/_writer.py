@@ -278,7 +278,11 @@ class FrameWriter:
                     self._error
                 )
             write_here = False
-            if self._inline_after is not None:
+            # A put that may not go inline skips the clock: the quiet time it would have
+            # ended only decides whether a later put goes inline, and writing inline a frame
+            # that finds nothing queued and the writer idle is never wrong, only slower in a
+            # burst (a burst of group-committed sends puts with inline=False).
+            if self._inline_after is not None and inline:
                 now = self._monotonic()
                 quiet = urgent or now - self._last_put >= self._inline_after
                 self._last_put = now

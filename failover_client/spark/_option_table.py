@@ -73,8 +73,9 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "duplicateDetection",
         _SINK,
         "none or artemis",
-        f"artemis: also put the id in {DUPLICATE_ID_HEADER}, even under the URI's "
-        "dedup=off (dedup=auto, the URI default, puts it there already) (default none)",
+        f"artemis: also put the id in {DUPLICATE_ID_HEADER} on every send, to any broker, even "
+        "under the URI's dedup=off (dedup=auto, the URI default, puts it there for Artemis and "
+        "unnamed brokers already) (default none)",
     ),
     _info(
         "commitMarkers",

@@ -47,7 +47,8 @@ RowErrorMode = Literal["fail", "skip", "deadLetter"]
 
 ARTEMIS_DUPLICATE_HEADER = DUPLICATE_ID_HEADER
 """The header Artemis de-duplicates on (its duplicate-id cache drops a second message with it).
-A connection with ``dedup=auto`` (the URI default) sets it on every send already."""
+A connection with ``dedup=auto`` (the URI default) sets it on every send to a broker that may
+drop copies by it already; ``duplicateDetection=artemis`` sets it on every send, to any broker."""
 
 
 DEFAULT_BODY_COLUMN = "value"

@@ -162,6 +162,18 @@ def send_headers(
 _OURS = frozenset({"content-length", "destination", "receipt", "transaction"})
 """SEND headers the adapter sets itself (a caller's are replaced or dropped)."""
 
+_PLAIN_SEND_NAMES: set[str] = set()
+"""Names found valid on a SEND that are none of :data:`_OURS` (at most ``_GOOD_NAMES_MAX``)."""
+
+_SEND_TAILS: dict[str, bytes] = {}
+"""destination -> its encoded ``destination`` line and the blank line: the end of every
+group-committed SEND's header block to it. Only destinations checked and with nothing to
+escape get one."""
+
+_SEND_TAILS_MAX = 1024
+"""Destinations kept at most: a caller sending to a new one per message must not grow memory
+(the table starts again when full)."""
+
 
 def send_block(
     destination: str, headers: Mapping[str, str], *, body_length: int, version: str
@@ -171,14 +183,15 @@ def send_block(
     chooses; a send with the caller's own ``transaction`` is written alone, never batched),
     values escaped for ``version``, then the blank line.
 
-    The usual send (names seen before, plain values, none of the headers the adapter sets)
-    is checked and encoded in a few passes in C; any other goes the general way, with the
-    same checks and errors as :func:`send_headers`.
+    The usual send (a destination seen before, names seen before, plain values, none of the
+    headers the adapter sets) is checked and encoded in a few passes in C, in front of the
+    destination line encoded for the sends before it; any other goes the general way, with
+    the same checks and errors as :func:`send_headers`.
     """
-    check_destination(destination, "SEND")
-    if _GOOD_NAMES.issuperset(headers) and _OURS.isdisjoint(headers):
+    tail = _SEND_TAILS.get(destination)
+    if tail is not None and _PLAIN_SEND_NAMES.issuperset(headers):
         try:
-            scanned = "".join(headers.values()) + destination
+            scanned = "".join(headers.values())
         except TypeError:  # a value that is no str: the general way names it
             scanned = "\0"
         if (  # nothing to refuse (NUL) or to escape
@@ -191,12 +204,28 @@ def send_block(
             lines = "\n".join(map(":".join, headers.items()))
             if "persistent" not in headers:
                 lines = "persistent:true\n" + lines if lines else "persistent:true"
-            length = f"content-length:{body_length}\n" if body_length else ""
-            text = f"{lines}\n{length}destination:{destination}\n\n"
-            return text.encode("utf-8", "replace")
+            if body_length:
+                lines = f"{lines}\ncontent-length:{body_length}"
+            return (lines + "\n").encode("utf-8", "replace") + tail
     frame = send_headers(destination, headers, None, body_length=body_length)
     frame.pop("transaction", None)
-    return header_block(frame, version)
+    block = header_block(frame, version)
+    _remember_send(destination, headers)
+    return block
+
+
+def _remember_send(destination: str, headers: Mapping[str, str]) -> None:
+    """After ``send_headers`` accepted a SEND: keep what the next one to the same place reuses."""
+    if len(_PLAIN_SEND_NAMES) < _GOOD_NAMES_MAX:
+        # send_headers added every one of these names to _GOOD_NAMES (if there was room).
+        _PLAIN_SEND_NAMES.update(
+            name for name in headers if name in _GOOD_NAMES and name not in _OURS
+        )
+    if any(c in destination for c in "\0:\\\n\r"):
+        return  # escaped or refused each time, the general way
+    if len(_SEND_TAILS) >= _SEND_TAILS_MAX:
+        _SEND_TAILS.clear()
+    _SEND_TAILS[destination] = f"destination:{destination}\n\n".encode("utf-8", "replace")
 
 
 def subscribe_headers(
