@@ -34,8 +34,18 @@ def test_timers_run_each_deadline_in_order_and_the_thread_ends_when_none_is_left
         done.set()
         return None
 
+    # The thread starts with the first entry and the clock jumps as soon as it waits: a gate
+    # holds it at 0.5 until both entries are in, or a slow test thread would see "b" first.
+    scheduled = threading.Event()
+
+    def gate(now: float) -> float | None:
+        assert scheduled.wait(WAIT)
+        return None
+
+    timers.schedule(0.5, gate)
     timers.schedule(2.0, every_two)
     timers.schedule(1.0, once)
+    scheduled.set()
     thread = timers.thread
     assert thread is not None
     thread.join(WAIT)
