@@ -24,7 +24,7 @@ from failover_client.topology import (
     topology_source_factory,
 )
 
-SAFETY = 5.0  # real seconds, only against a hung test
+SAFETY = 30.0  # real seconds, only against a hung test (a loaded machine took over 5)
 SUB = "failover-client-advisory"
 A = BrokerAddress("stomp", "a", 61613)
 B = BrokerAddress("stomp", "b", 61613)
