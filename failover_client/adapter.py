@@ -90,6 +90,10 @@ class SubscriptionSpec:
     prefetch_bytes: int = 0
     """An optional byte bound besides ``prefetch`` (0: none); where a broker counts its window
     in bytes (Artemis) it is that window."""
+    engine_acks: bool = False
+    """The engine acknowledges every message as it is handled or the next one pulled (a user's
+    ``auto`` subscription), so acknowledgements keep coming; False: the application does, and
+    may hold messages unacknowledged (the STOMP adapter then keeps ActiveMQ paging in)."""
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def test_a_nack_counts_as_an_acknowledgement() -> None:
         (ACTIVEMQ, {"destination": "/topic/t"}),  # a topic subscription has its own cursor
         (ACTIVEMQ, {"ack": "auto"}),  # ActiveMQ counts a message acknowledged once sent
         (ACTIVEMQ, {"prefetch": 200}),  # the first page of 200 covers the whole prefetch
+        (ACTIVEMQ, {"engine_acks": True}),  # a user's auto subscription: acks keep coming
     ],
 )
 def test_only_activemq_queue_subscriptions_in_a_client_mode_above_a_page(

@@ -18,6 +18,11 @@ after every :data:`PAGE_IN_STEP` messages a watched subscription received withou
 acknowledgement written in between; acknowledgements wake the queue themselves, so a
 subscription that acknowledges as it goes never causes one, and a queue that has nothing more
 to page in ends the deliveries and so the pairs.
+
+Subscriptions the engine acknowledges itself (a user's ``auto`` ones,
+``SubscriptionSpec.engine_acks``) are not watched: their acknowledgements keep coming, and the
+pairs a delivery burst ahead of the handler would cause cost a callback consumer about 15% of
+its throughput at prefetch 1,000 (ActiveMQ adds and removes a consumer for each) for nothing.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ def page_in_id(subscription_id: str) -> str:
 def _needs_waking(spec: SubscriptionSpec, kind: BrokerKind) -> bool:
     return (
         kind == "activemq"
+        and not spec.engine_acks
         and spec.ack in ("client", "client-individual")
         and spec.destination.startswith("/queue/")
         and spec.prefetch > ACTIVEMQ_PAGE_SIZE
@@ -68,7 +74,7 @@ class PageIn:
         self._watched: dict[str, tuple[str, int]] = {}
         """subscription id -> (queue, deliveries since the last acknowledgement or wake-up)"""
         self.wakeups = 0
-        """Pairs written so far (for tests and the session's repr)."""
+        """Pairs written so far (SUBSCRIBE and UNSUBSCRIBE of a prefetch-0 consumer)."""
 
     def watch(self, spec: SubscriptionSpec, kind: BrokerKind) -> None:
         """Start counting for ``spec`` if ActiveMQ may stop paging its queue in for it."""

@@ -248,9 +248,10 @@ class StompSession:
         ``activemq.prefetchSize``, RabbitMQ ``prefetch-count``, Artemis
         ``consumer-window-size`` in bytes; all three to a broker the CONNECTED frame did not
         name): see ``failover_client.stomp._flow``. It binds in the ``client`` modes only.
-        On ActiveMQ Classic, a ``client`` mode queue subscription with a prefetch above 200
-        has its queue woken after every 100 messages received without an acknowledgement,
-        or the broker would stop paging messages in for it (see ``failover_client.stomp._pagein``).
+        On ActiveMQ Classic, a queue subscription the application acknowledges, with a
+        prefetch above 200, has its queue woken after every 100 messages received without an
+        acknowledgement, or the broker would stop paging messages in for it (see
+        ``failover_client.stomp._pagein``).
 
         With ``on_confirm`` a receipt is requested: RECEIPT confirms the subscription, an
         ERROR naming the receipt refuses it (:class:`SubscriptionRefused`; ActiveMQ does so
