@@ -229,7 +229,8 @@ class Syncing(Protocol):
 
         STOMP: a frame with a receipt behind them (a broker handles one connection's frames in
         order, so its RECEIPT confirms everything before); AMQP 1.0, whose settlements have no
-        answer: once they are written to the socket. ``on_confirm`` gets the loss cause if the
+        answer: the answer to a link attach written behind them on the same AMQP session
+        (``failover_client.amqp._probe``). ``on_confirm`` gets the loss cause if the
         session ends first. Raises :class:`~failover_client.BrokerUnavailable` (and never
         calls ``on_confirm``) when the session is already closed or lost.
         """

@@ -55,7 +55,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from proton import Connection, Delivery, Link, Receiver, Terminus
+from proton import Connection, Delivery, Link, Receiver, Session, Terminus
 
 from failover_client._errors import ConfigurationError, ConnectionFailure
 from failover_client.adapter import Received, SubscriptionSpec
@@ -79,7 +79,7 @@ def check_prefetch(spec: SubscriptionSpec) -> None:
 
 
 class _Subscription:
-    __slots__ = ("confirmed", "link", "spec", "token", "unsettled")
+    __slots__ = ("confirmed", "link", "settled", "spec", "token", "unsettled")
 
     def __init__(self, spec: SubscriptionSpec, link: Receiver, token: int | None) -> None:
         self.spec = spec
@@ -88,6 +88,8 @@ class _Subscription:
         self.confirmed = False
         self.unsettled: OrderedDict[str, Delivery] = OrderedDict()
         """Delivered, not yet settled, by ack id, in delivery order."""
+        self.settled = False
+        """Settled some since :meth:`Incoming.take_settled_sessions` last asked (``_probe``)."""
 
 
 ACCEPT = 0
@@ -203,6 +205,7 @@ class Incoming:
         else:
             settle = [ack_id]
         ack_ids = self._ack_ids
+        subscription.settled = True
         for key in settle:
             delivery = unsettled.pop(key)
             del ack_ids[key]
@@ -211,6 +214,16 @@ class Incoming:
             delivery.update(outcome)
             delivery.settle()
         return subscription
+
+    def take_settled_sessions(self) -> list[tuple[Session, str]]:
+        """The AMQP sessions (and addresses) of the subscriptions that settled some since the
+        last call."""
+        sessions = []
+        for subscription in self._by_id.values():
+            if subscription.settled:
+                subscription.settled = False
+                sessions.append((subscription.link.session, subscription.spec.destination))
+        return sessions
 
     def _top_up(self, subscription: _Subscription) -> None:
         link = subscription.link
