@@ -65,6 +65,7 @@ class _Peer:
         self.seen: list[str] = []
         """What the broker read, in order: ``settled <tag>``, ``attach <name> <address>``."""
         self.answer_attaches = True
+        self.answer_ends = True
         self.ours.open()
         self.incoming.connection = self.ours
         self.probes.connection = self.ours
@@ -115,6 +116,9 @@ class _Peer:
                     link.open()
             elif kind == Event.LINK_REMOTE_CLOSE:
                 event.link.close()
+            elif kind == Event.SESSION_REMOTE_CLOSE and self.answer_ends:
+                self.seen.append("end")
+                event.session.close()
             elif kind == Event.DELIVERY and event.delivery.settled:
                 self.seen.append(f"settled {event.delivery.tag}")
                 event.delivery.settle()
@@ -134,6 +138,7 @@ class _Peer:
                 for ended in _links(self.ours):
                     if ended.session == event.session and ended.is_sender:
                         assert self.probes.on_link_ended(ended, condition)
+                self.probes.on_session_ended(event.session)
             elif kind == Event.DELIVERY and not link.is_sender:
                 self.incoming.on_delivery(event.delivery, cast("Link", link))
             self.events.pop()
@@ -221,6 +226,28 @@ def test_an_amqp_session_ended_before_the_answer_fails_the_question() -> None:
     (outcome,) = peer.answers()
     assert isinstance(outcome, BrokerUnavailable)
     assert "before the broker confirmed" in str(outcome)
+
+
+def test_a_subscription_ended_after_settling_is_confirmed_by_the_answer_to_its_end() -> None:
+    peer = _Peer()
+    peer.probes.choose_target(None, rabbitmq=True, major=3)
+    peer.deliver(1)
+    peer.incoming.settle_all([(peer.state.listener.messages[0].ack_id or "", ACCEPT)])
+    peer.incoming.unsubscribe("s1")  # a drain: the AMQP session ends behind the disposition
+    _asked(peer)
+    peer.probes.ask(1)
+    peer.answer_ends = False
+    peer.to_broker()
+    assert peer.seen == ["settled t0"]  # no probe: no link can be attached on an ended session
+    peer.to_us()
+    assert peer.answers() == []  # the broker has not answered the end yet
+    peer.broker.session_head(0).close()  # the broker's answer to the end
+    peer.to_us()
+    assert peer.answers() == [None]
+    assert peer.incoming.ending == []
+    _asked(peer)
+    peer.probes.ask(2)
+    assert peer.answers() == [None]  # its end was answered: nothing left to wait for
 
 
 def _links(connection: Connection) -> list[Link]:

@@ -288,6 +288,7 @@ class Events(Handler):
             link = link.next(0)
         for link in ended:
             self._link_ended(link, condition)
+        self.probes.on_session_ended(session)
         if session.state & Endpoint.LOCAL_ACTIVE:
             session.close()
 

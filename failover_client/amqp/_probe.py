@@ -28,7 +28,10 @@ the subscription's own address, which the broker knows. The link is attached pre
 
 An AMQP session that ends before the broker answered its probe fails the question (the broker
 may not have read the dispositions); the loss of the whole connection fails it through the
-book, as every confirmation.
+book, as every confirmation. A subscription ended (``unsubscribe``, a drain) after it settled
+some has closed its AMQP session: no link can be attached on it, and the broker's answer to
+that end, which it sends after handling the frames before, confirms them instead; a question
+asked before that answer came waits for it.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class Probes:
         self._incoming = incoming
         self._counter = itertools.count(1)
         self._waiting: dict[str, _Question] = {}
+        self._ends: list[tuple[Session, _Question]] = []
+        """Questions waiting for the broker's answer to the end of an AMQP session."""
         self.connection: Connection | None = None
         self.target: str | None = None
         """The probes' target address; None for none at all (see :meth:`choose_target`)."""
@@ -92,11 +97,15 @@ class Probes:
         """Probe each AMQP session that settled some; answer ``token`` once all answered."""
         book = self._state.book
         sessions = self._incoming.take_settled_sessions()
-        if not sessions:
+        ending = self._incoming.ending
+        if not sessions and not ending:
             book.decide(token, None)  # nothing settled since the last question: nothing to wait for
             return
-        self._encode_pending()
-        question = _Question(token, len(sessions))
+        question = _Question(token, len(sessions) + len(ending))
+        for session in ending:
+            self._ends.append((session, question))
+        if sessions:
+            self._encode_pending()
         for session, address in sessions:
             self._probe(session, address, question)
 
@@ -121,6 +130,24 @@ class Probes:
         link.open()
         self._waiting[name] = question
 
+    def on_session_ended(self, session: Session) -> None:
+        """The broker ended ``session`` (or answered our end of it)."""
+        ending = self._incoming.ending
+        if session in ending:
+            ending.remove(session)
+            still = []
+            for waiting, question in self._ends:
+                if waiting == session:
+                    self._answered(question)
+                else:
+                    still.append((waiting, question))
+            self._ends = still
+
+    def _answered(self, question: _Question) -> None:
+        question.left -= 1
+        if question.left == 0:
+            self._state.book.decide(question.token, None)
+
     def on_remote_attach(self, link: Link) -> bool:
         """The broker answered a probe: its AMQP session's settlements are taken. False if
         ``link`` is not a probe."""
@@ -128,9 +155,7 @@ class Probes:
         if question is None:
             return link.name.startswith(_PREFIX)
         link.close()
-        question.left -= 1
-        if question.left == 0:
-            self._state.book.decide(question.token, None)
+        self._answered(question)
         return True
 
     def on_link_ended(self, link: Link, condition: Condition | None) -> bool:

@@ -122,6 +122,8 @@ class Incoming:
         """Set when the broker does not redeliver a *modified* delivery (RabbitMQ 3.x)."""
         self.credit_overshoot = False
         """Set when the broker may deliver past a top-up's credit (RabbitMQ before 4.0)."""
+        self.ending: list[Session] = []
+        """AMQP sessions of subscriptions ended with settlements, till the broker's end came."""
 
     def subscribe(self, spec: SubscriptionSpec, token: int | None) -> None:
         connection = self.connection
@@ -159,6 +161,9 @@ class Incoming:
         else:
             link.close()
         link.session.close()
+        if subscription.settled:
+            # Its dispositions are confirmed by the broker's answer to this end (``_probe``).
+            self.ending.append(link.session)
         if subscription.token is not None:
             # Unsubscribed before the broker answered: the subscription was never in force.
             run_all(self._state.book.complete(subscription.token, None), self._state.report)
