@@ -90,6 +90,10 @@ class SubscriptionSpec:
     prefetch_bytes: int = 0
     """An optional byte bound besides ``prefetch`` (0: none); where a broker counts its window
     in bytes (Artemis) it is that window."""
+    engine_acks: bool = False
+    """The engine acknowledges every message as it is handled or the next one pulled (a user's
+    ``auto`` subscription), so acknowledgements keep coming; False: the application does, and
+    may hold messages unacknowledged (the STOMP adapter then keeps ActiveMQ paging in)."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +229,8 @@ class Syncing(Protocol):
 
         STOMP: a frame with a receipt behind them (a broker handles one connection's frames in
         order, so its RECEIPT confirms everything before); AMQP 1.0, whose settlements have no
-        answer: once they are written to the socket. ``on_confirm`` gets the loss cause if the
+        answer: the answer to a link attach written behind them on the same AMQP session
+        (``failover_client.amqp._probe``). ``on_confirm`` gets the loss cause if the
         session ends first. Raises :class:`~failover_client.BrokerUnavailable` (and never
         calls ``on_confirm``) when the session is already closed or lost.
         """

@@ -66,6 +66,22 @@ def test_the_connection_default_prefetch_comes_from_the_options() -> None:
         assert (specs["s2"].prefetch, specs["s2"].prefetch_bytes) == (3, 0)
 
 
+def test_the_spec_says_whether_the_engine_or_the_application_acknowledges() -> None:
+    rig = make((A,))
+    with running(rig):
+        rig.conn.subscribe("/queue/in", print, id="callback")
+        rig.conn.subscribe("/queue/in", id="pull")
+        rig.conn.subscribe("/queue/in", print, id="client", ack="client")
+        rig.conn.subscribe("/queue/in", id="individual", ack="client-individual")
+        specs = rig.connector.session(A).subscriptions
+        assert {name: (spec.ack, spec.engine_acks) for name, spec in specs.items()} == {
+            "callback": ("client", True),
+            "pull": ("client-individual", True),
+            "client": ("client", False),
+            "individual": ("client-individual", False),
+        }
+
+
 def test_a_slow_subscription_does_not_delay_another() -> None:
     rig = make((A,))
     gate = threading.Event()

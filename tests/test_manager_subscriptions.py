@@ -62,9 +62,11 @@ def test_subscriptions_are_restored_with_the_same_ids_after_failover():
         restored = rig.connector.session(B).subscriptions
         assert restored == {
             # A user's auto callback subscription is client on the wire (acked once handled,
-            # cumulatively).
-            "s1": SubscriptionSpec("s1", "/queue/one", "client"),
-            "sub-1": SubscriptionSpec("sub-1", "/topic/two", "client", durable_name="nightly"),
+            # cumulatively, by the engine).
+            "s1": SubscriptionSpec("s1", "/queue/one", "client", engine_acks=True),
+            "sub-1": SubscriptionSpec(
+                "sub-1", "/topic/two", "client", durable_name="nightly", engine_acks=True
+            ),
         }
 
 

@@ -35,6 +35,7 @@ from failover_client.amqp._errors import (
     transport_error,
 )
 from failover_client.amqp._mismatch import mismatch_of
+from failover_client.amqp._probe import Probes
 from failover_client.amqp._receiving import Incoming
 from failover_client.amqp._sending import Outgoing, RecentDestinations
 from failover_client.amqp._server_list import parse_redirect, parse_server_list
@@ -87,6 +88,7 @@ class Events(Handler):
         self._settings = settings
         self.outgoing = Outgoing(state, self.fail, recent)
         self.incoming = Incoming(state, self.fail)
+        self.probes = Probes(state, self.incoming)
         self.connection: Connection | None = None
         self.remote_properties: dict[str, Any] = {}
         self._transport_condition: Condition | None = None
@@ -119,6 +121,7 @@ class Events(Handler):
         self.connection = connection
         self.outgoing.connection = connection
         self.incoming.connection = connection
+        self.probes.connection = connection
         # In the same write as the open: the replayed send finds its link attached.
         self.outgoing.attach_recent()
 
@@ -134,7 +137,12 @@ class Events(Handler):
         # RabbitMQ 3.x holds a *modified* delivery till the link ends (``_receiving``).
         self.incoming.nack_releases = rabbitmq
         # ... and before 4.0 may deliver past a top-up's credit (``_receiving``).
-        self.incoming.credit_overshoot = rabbitmq and _major(properties.get(_VERSION)) < 4
+        major = _major(properties.get(_VERSION))
+        self.incoming.credit_overshoot = rabbitmq and major < 4
+        # What a ``sync``'s probe may name as its target (``_probe``).
+        self.probes.choose_target(
+            connection.remote_offered_capabilities, rabbitmq=rabbitmq, major=major
+        )
         if SERVER_LIST in properties:
             self._report_server_list(properties[SERVER_LIST])
         self._opened = True
@@ -257,7 +265,8 @@ class Events(Handler):
     def on_link_remote_open(self, event: Any) -> None:
         link = event.link
         if link.is_sender:
-            self.outgoing.on_remote_attach(link)
+            if not self.probes.on_remote_attach(link):
+                self.outgoing.on_remote_attach(link)
         else:
             self.incoming.on_remote_attach(link)
 
@@ -279,10 +288,13 @@ class Events(Handler):
             link = link.next(0)
         for link in ended:
             self._link_ended(link, condition)
+        self.probes.on_session_ended(session)
         if session.state & Endpoint.LOCAL_ACTIVE:
             session.close()
 
     def _link_ended(self, link: Link, condition: Condition | None) -> None:
+        if link.is_sender and self.probes.on_link_ended(link, condition):
+            return
         if not (self.outgoing.on_link_ended(link, condition)):
             self.incoming.on_link_ended(link, condition)
 

@@ -55,7 +55,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from proton import Connection, Delivery, Link, Receiver, Terminus
+from proton import Connection, Delivery, Link, Receiver, Session, Terminus
 
 from failover_client._errors import ConfigurationError, ConnectionFailure
 from failover_client.adapter import Received, SubscriptionSpec
@@ -79,7 +79,7 @@ def check_prefetch(spec: SubscriptionSpec) -> None:
 
 
 class _Subscription:
-    __slots__ = ("confirmed", "link", "spec", "token", "unsettled")
+    __slots__ = ("confirmed", "link", "settled", "spec", "token", "unsettled")
 
     def __init__(self, spec: SubscriptionSpec, link: Receiver, token: int | None) -> None:
         self.spec = spec
@@ -88,6 +88,8 @@ class _Subscription:
         self.confirmed = False
         self.unsettled: OrderedDict[str, Delivery] = OrderedDict()
         """Delivered, not yet settled, by ack id, in delivery order."""
+        self.settled = False
+        """Settled some since :meth:`Incoming.take_settled_sessions` last asked (``_probe``)."""
 
 
 ACCEPT = 0
@@ -120,6 +122,8 @@ class Incoming:
         """Set when the broker does not redeliver a *modified* delivery (RabbitMQ 3.x)."""
         self.credit_overshoot = False
         """Set when the broker may deliver past a top-up's credit (RabbitMQ before 4.0)."""
+        self.ending: list[Session] = []
+        """AMQP sessions of subscriptions ended with settlements, till the broker's end came."""
 
     def subscribe(self, spec: SubscriptionSpec, token: int | None) -> None:
         connection = self.connection
@@ -157,6 +161,9 @@ class Incoming:
         else:
             link.close()
         link.session.close()
+        if subscription.settled:
+            # Its dispositions are confirmed by the broker's answer to this end (``_probe``).
+            self.ending.append(link.session)
         if subscription.token is not None:
             # Unsubscribed before the broker answered: the subscription was never in force.
             run_all(self._state.book.complete(subscription.token, None), self._state.report)
@@ -203,6 +210,7 @@ class Incoming:
         else:
             settle = [ack_id]
         ack_ids = self._ack_ids
+        subscription.settled = True
         for key in settle:
             delivery = unsettled.pop(key)
             del ack_ids[key]
@@ -211,6 +219,16 @@ class Incoming:
             delivery.update(outcome)
             delivery.settle()
         return subscription
+
+    def take_settled_sessions(self) -> list[tuple[Session, str]]:
+        """The AMQP sessions (and addresses) of the subscriptions that settled some since the
+        last call."""
+        sessions = []
+        for subscription in self._by_id.values():
+            if subscription.settled:
+                subscription.settled = False
+                sessions.append((subscription.link.session, subscription.spec.destination))
+        return sessions
 
     def _top_up(self, subscription: _Subscription) -> None:
         link = subscription.link

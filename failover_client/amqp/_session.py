@@ -332,20 +332,21 @@ class AmqpSession:
             self._events.incoming.settle_all(queued)
 
     def sync(self, on_confirm: ConfirmCallback) -> None:
-        """``on_confirm(None)`` once the settlements asked before this call are on the socket.
+        """``on_confirm(None)`` once the broker took the settlements asked before this call.
 
-        AMQP 1.0 answers no settlement, so this is as far as a client can know: the call
-        posted here runs on the container thread after the one that settles what was queued
-        (``_settle``), and its answer is told after the container wrote what proton had to
-        send (``write_now``, then ``on_reactor_quiesced``). Raises
-        :class:`BrokerUnavailable` when the session is closed or lost.
+        AMQP 1.0 answers no settlement: the call posted here runs on the container thread
+        after the one that settles what was queued (``_settle``) and puts, behind those
+        dispositions on each AMQP session that settled some, a link attach the broker answers
+        in order; ``on_confirm`` is told once every answer came (see ``_probe``), on the
+        container thread. Raises :class:`BrokerUnavailable` when the session is closed or
+        lost; ``on_confirm`` gets the cause when it ends first.
         """
         state = self._state
         token = state.book.add(on_confirm)
         if token is None:
             raise state.dead_error()
         try:
-            self._post(self._when_open(lambda: state.book.decide(token, None)))
+            self._post(self._when_open(lambda: self._events.probes.ask(token)))
         except BrokerUnavailable:
             if state.book.discard(token):
                 raise

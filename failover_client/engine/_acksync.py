@@ -6,10 +6,11 @@ An acknowledgement is fire-and-forget on the wire (STOMP ``ACK``, AMQP dispositi
 those messages again) asks :meth:`FailoverConnection.confirm_settled
 <failover_client.FailoverConnection.confirm_settled>`: each session that delivered one of the
 messages is asked to confirm every frame written on it so far (:class:`~failover_client.adapter.
-Syncing`: a STOMP receipt behind the ACKs, an AMQP session's writes), all sessions at once, and
-the answer counts the messages by outcome. Nothing is retried: a session that died took its
-unconfirmed acknowledgements with it, and its broker delivers those messages again (marked
-redelivered), which is what an application that acknowledges after its own commit expects.
+Syncing`: a STOMP receipt behind the ACKs, an AMQP attach answered behind the dispositions),
+all sessions at once, and the answer counts the messages by outcome. Nothing is retried: a
+session that died took its unconfirmed acknowledgements with it, and its broker delivers those
+messages again (marked redelivered), which is what an application that acknowledges after its
+own commit expects.
 """
 
 from __future__ import annotations

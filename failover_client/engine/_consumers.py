@@ -133,6 +133,7 @@ class Consumers:
             ack=("client" if handler is not None else "client-individual")
             if ack == "auto"
             else ack,
+            engine_acks=ack == "auto",
             durable_name=durable_name,
             headers=tuple((headers or {}).items()),
             prefetch=prefetch,

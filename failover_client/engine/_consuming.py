@@ -108,11 +108,11 @@ class Consuming:
         an answer, and one still on its way when the process ends, or when its connection is
         reset, is lost (the broker delivers the message again). Each session that delivered
         one of them confirms every frame written on it so far: over STOMP a RECEIPT behind the
-        ACKs, over AMQP 1.0 the dispositions written to the socket. Returns the counts by
-        outcome (:class:`~failover_client.SettleConfirmation`); never raises
-        for a session that ended or did not answer, it counts those as ``lost`` /
-        ``unconfirmed``. Acknowledgements held by a ``close`` or ``drain`` under way are
-        written when it ends: ask after it.
+        ACKs, over AMQP 1.0 a link attach the broker answers behind the dispositions. Returns
+        the counts by outcome (:class:`~failover_client.SettleConfirmation`); never raises for
+        a session that ended or did not answer, it counts those as ``lost`` / ``unconfirmed``.
+        Acknowledgements held by a ``close`` or ``drain`` under way are written when it ends:
+        ask after it.
         """
         seconds = check_timeout(timeout, name="timeout")
         return self.ask_settled(messages).wait(seconds)

@@ -250,12 +250,18 @@ class StompSession:
         ``activemq.prefetchSize``, RabbitMQ ``prefetch-count``, Artemis
         ``consumer-window-size`` in bytes; all three to a broker the CONNECTED frame did not
         name): see ``failover_client.stomp._flow``. It binds in the ``client`` modes only.
+        On ActiveMQ Classic, a queue subscription the application acknowledges, with a
+        prefetch above 200, has its queue woken after every 100 messages received without an
+        acknowledgement, or the broker would stop paging messages in for it (see
+        ``failover_client.stomp._pagein``).
 
         With ``on_confirm`` a receipt is requested: RECEIPT confirms the subscription, an
         ERROR naming the receipt refuses it (:class:`SubscriptionRefused`; ActiveMQ does so
         for a bad selector and keeps the connection).
         """
-        frame_headers = subscribe_headers(spec, self._client_id, self._state.broker_kind)
+        kind = self._state.broker_kind
+        frame_headers = subscribe_headers(spec, self._client_id, kind)
+        self._state.page_in.watch(spec, kind)
         if on_confirm is None:
             self._outbound.write("SUBSCRIBE", frame_headers, None)
             return
@@ -272,15 +278,18 @@ class StompSession:
 
     def unsubscribe(self, subscription_id: str) -> None:
         """UNSUBSCRIBE; a durable subscription stays on the broker (inactive)."""
+        self._state.page_in.forget(subscription_id)
         self._outbound.write("UNSUBSCRIBE", unsubscribe_headers(subscription_id), None)
 
     def ack(self, message: Received) -> None:
         """ACK ``message`` (client / client-individual subscriptions)."""
         self._outbound.write("ACK", ack_headers(self._state.version, message), None)
+        self._state.page_in.acknowledged(message.subscription_id)
 
     def nack(self, message: Received) -> None:
         """NACK ``message``: the broker redelivers it or moves it to its dead-letter queue."""
         self._outbound.write("NACK", ack_headers(self._state.version, message), None)
+        self._state.page_in.acknowledged(message.subscription_id)
 
     def sync(self, on_confirm: ConfirmCallback) -> None:
         """``on_confirm(None)`` once the broker handled every frame written before this call.

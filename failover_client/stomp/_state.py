@@ -33,6 +33,7 @@ from failover_client.net._completions import Completion, dead_error, run_all
 from failover_client.stomp._batch import GroupCommit
 from failover_client.stomp._flow import BrokerKind
 from failover_client.stomp._heartbeat import HeartbeatMonitor, HeartbeatState
+from failover_client.stomp._pagein import PageIn
 from failover_client.stomp._receipts import ReceiptBook
 from failover_client.stomp._transport import BoundTransport
 from failover_client.uri import BrokerAddress
@@ -64,6 +65,7 @@ class SessionState:
         "lock",
         "lost_cause",
         "monitor",
+        "page_in",
         "phase",
         "protocol",
         "receipts",
@@ -110,6 +112,8 @@ class SessionState:
 
         self.transport: BoundTransport | None = None
         self.receipts = ReceiptBook()
+        self.page_in = PageIn()
+        """Wakes ActiveMQ queues for subscriptions that hold their messages (``_pagein``)."""
         self.group: GroupCommit | None = None
         """Set when confirmed sends are batched into transactions (after CONNECTED)."""
         self.heartbeat: HeartbeatState | None = None

@@ -1,0 +1,147 @@
+"""Waking an ActiveMQ Classic queue for a subscription that holds its messages (``_pagein``).
+
+The session is driven through the scripted transport of ``test_stomp_adapter_session``; its
+CONNECTED frame names the broker in its ``server`` header.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from failover_client import BrokerUnavailable
+from failover_client.adapter import SubscriptionSpec
+from failover_client.stomp import StompSession
+from failover_client.stomp._pagein import PAGE_IN_STEP, PageIn, page_in_id
+from tests.test_stomp_adapter_session import Harness
+
+ACTIVEMQ = "ActiveMQ/5.17.2"
+
+WAKE = [
+    (
+        "SUBSCRIBE",
+        {
+            "destination": "/queue/q",
+            "id": page_in_id("s1"),
+            "ack": "client-individual",
+            "activemq.prefetchSize": "0",
+        },
+    ),
+    ("UNSUBSCRIBE", {"id": page_in_id("s1")}),
+]
+
+
+def connected(server: str = ACTIVEMQ, **spec: object) -> tuple[Harness, StompSession]:
+    h = Harness()
+    h.script = lambda t: t.play("connected", {"version": "1.2", "server": server})
+    session = h.connect()
+    fields: dict[str, object] = {
+        "id": "s1",
+        "destination": "/queue/q",
+        "ack": "client-individual",
+        "prefetch": 3000,
+        **spec,
+    }
+    session.subscribe(SubscriptionSpec(**fields), None)  # type: ignore[arg-type]
+    return h, session
+
+
+def deliver(h: Harness, count: int, subscription: str = "s1", start: int = 0) -> None:
+    for n in range(start, start + count):
+        h.transport.play(
+            "message",
+            {
+                "destination": "/queue/q",
+                "message-id": f"m{n}",
+                "subscription": subscription,
+                "ack": f"a{n}",
+            },
+            b"x",
+        )
+
+
+def written_after_subscribe(h: Harness) -> list[tuple[str, dict[str, str]]]:
+    return [(command, headers) for command, headers, _ in h.transport.frames[1:]]
+
+
+def test_a_subscription_holding_its_messages_wakes_its_queue_every_step() -> None:
+    h, _ = connected()
+    deliver(h, PAGE_IN_STEP - 1)
+    assert written_after_subscribe(h) == []
+    deliver(h, 1, start=PAGE_IN_STEP - 1)
+    assert written_after_subscribe(h) == WAKE
+    deliver(h, PAGE_IN_STEP, start=PAGE_IN_STEP)
+    assert written_after_subscribe(h) == WAKE + WAKE
+
+
+def test_acknowledging_as_it_goes_never_wakes_the_queue() -> None:
+    h, session = connected()
+    for n in range(3 * PAGE_IN_STEP):
+        deliver(h, 1, start=n)
+        session.ack(h.listener.messages[-1])
+    assert [command for command, _ in written_after_subscribe(h)] == ["ACK"] * 3 * PAGE_IN_STEP
+
+
+def test_a_nack_counts_as_an_acknowledgement() -> None:
+    h, session = connected()
+    deliver(h, PAGE_IN_STEP - 1)
+    session.nack(h.listener.messages[-1])
+    deliver(h, PAGE_IN_STEP - 1, start=PAGE_IN_STEP)
+    assert [command for command, _ in written_after_subscribe(h)] == ["NACK"]
+
+
+@pytest.mark.parametrize(
+    ("server", "spec"),
+    [
+        ("RabbitMQ/3.10.8", {}),  # RabbitMQ has no page-in
+        ("ActiveMQ-Artemis/2.31.2", {}),
+        ("", {}),  # a broker the CONNECTED frame does not name
+        (ACTIVEMQ, {"destination": "/topic/t"}),  # a topic subscription has its own cursor
+        (ACTIVEMQ, {"ack": "auto"}),  # ActiveMQ counts a message acknowledged once sent
+        (ACTIVEMQ, {"prefetch": 200}),  # the first page of 200 covers the whole prefetch
+        (ACTIVEMQ, {"engine_acks": True}),  # a user's auto subscription: acks keep coming
+    ],
+)
+def test_only_activemq_queue_subscriptions_in_a_client_mode_above_a_page(
+    server: str, spec: dict[str, object]
+) -> None:
+    h, _ = connected(server, **spec)
+    deliver(h, 3 * PAGE_IN_STEP)
+    assert written_after_subscribe(h) == []
+
+
+def test_an_ended_subscription_wakes_nothing_and_others_count_apart() -> None:
+    h, session = connected()
+    session.subscribe(SubscriptionSpec("s2", "/queue/q", "client-individual", prefetch=3000), None)
+    deliver(h, PAGE_IN_STEP - 1, subscription="s2")
+    session.unsubscribe("s2")
+    deliver(h, PAGE_IN_STEP - 1)
+    deliver(h, PAGE_IN_STEP, subscription="s2")
+    assert [command for command, _ in written_after_subscribe(h)] == ["SUBSCRIBE", "UNSUBSCRIBE"]
+    deliver(h, 1, start=PAGE_IN_STEP)
+    assert written_after_subscribe(h)[-2:] == WAKE
+
+
+def test_a_write_that_fails_is_counted_once_and_raised() -> None:
+    page_in = PageIn()
+    page_in.watch(SubscriptionSpec("s1", "/queue/q", "client", prefetch=1000), "activemq")
+    written: list[str] = []
+
+    def failing(command: str, headers: dict[str, str]) -> None:
+        written.append(command)
+        raise BrokerUnavailable("gone", broker="b1")
+
+    for _ in range(PAGE_IN_STEP - 1):
+        page_in.delivered("s1", failing)
+    with pytest.raises(BrokerUnavailable):
+        page_in.delivered("s1", failing)
+    page_in.delivered("s1", failing)  # counting again from zero: no second attempt
+    assert written == ["SUBSCRIBE"]
+    assert page_in.wakeups == 1
+
+
+def test_a_lost_session_does_not_raise_into_the_io_thread() -> None:
+    h, _ = connected()
+    deliver(h, PAGE_IN_STEP - 1)
+    h.transport.write_error = OSError("connection reset")
+    deliver(h, 1, start=PAGE_IN_STEP - 1)  # the wake-up's write fails: no exception here
+    assert len(h.listener.messages) == PAGE_IN_STEP
