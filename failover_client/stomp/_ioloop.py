@@ -17,7 +17,7 @@ from typing import Any
 from stomp import exception as stomp_exception
 from stomp import log as stomp_log
 
-__all__ = ["read_burst", "read_loop"]
+__all__ = ["end_io_loop", "read_burst", "read_loop"]
 
 
 def read_loop(transport: Any) -> None:
@@ -42,18 +42,27 @@ def read_loop(transport: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - stomp.py's rule: the end below always runs
         stomp_log.warning(exc)
     finally:
-        exit_condition = transport._BaseTransport__io_thread_exit_condition
-        with exit_condition:
-            transport._BaseTransport__io_thread_exited = True
-            exit_condition.notify_all()
-        stomp_log.debug("io loop ended")
-        transport.notify("receiver_loop_completed")
-        if notify_disconnected and not transport.notified_on_disconnect:
-            transport.notify("disconnected")
-        connect_condition = transport._BaseTransport__connect_wait_condition
-        with connect_condition:
-            connect_condition.notify_all()
-        transport.notified_on_disconnect = False
+        end_io_loop(transport, notify_disconnected=notify_disconnected)
+
+
+def end_io_loop(transport: Any, *, notify_disconnected: bool = True) -> None:
+    """The end of stomp.py's I/O loop, step for step (also the event loop's reader's end).
+
+    The waiters of the I/O loop's exit are woken, the listeners told "receiver_loop_completed"
+    and then "disconnected" (unless it was said already), and the waiters for CONNECTED woken.
+    """
+    exit_condition = transport._BaseTransport__io_thread_exit_condition
+    with exit_condition:
+        transport._BaseTransport__io_thread_exited = True
+        exit_condition.notify_all()
+    stomp_log.debug("io loop ended")
+    transport.notify("receiver_loop_completed")
+    if notify_disconnected and not transport.notified_on_disconnect:
+        transport.notify("disconnected")
+    connect_condition = transport._BaseTransport__connect_wait_condition
+    with connect_condition:
+        connect_condition.notify_all()
+    transport.notified_on_disconnect = False
 
 
 def read_burst(transport: Any) -> list[bytes]:

@@ -43,6 +43,8 @@ from typing import Any
 
 from stomp import exception as stomp_exception
 
+from failover_client.stomp._ioloop import end_io_loop
+
 __all__ = ["LOOP_READ_BYTES", "LoopReader", "ReadLoop", "on_reading_loop", "reads_here"]
 
 _stomp_log = logging.getLogger("stomp.py")
@@ -174,19 +176,8 @@ class LoopReader:
             except Exception as exc:  # noqa: BLE001 - stomp.py logs and carries on here too
                 _stomp_log.warning(exc)
         finally:
-            exit_condition = transport._BaseTransport__io_thread_exit_condition
-            with exit_condition:
-                transport._BaseTransport__io_thread_exited = True
-                exit_condition.notify_all()
-            _stomp_log.debug("io loop ended")
             try:
-                transport.notify("receiver_loop_completed")
-                if not transport.notified_on_disconnect:
-                    transport.notify("disconnected")
-                connect_wait = transport._BaseTransport__connect_wait_condition
-                with connect_wait:
-                    connect_wait.notify_all()
-                transport.notified_on_disconnect = False
+                end_io_loop(transport)
             finally:
                 self._done.set()
 
