@@ -106,11 +106,17 @@ class ScriptedTransport:
         # Recorded like transmit's frames: command, headers as written (escaped), body.
         if self.write_error is not None:
             raise self.write_error
-        head, _, rest = data.partition(b"\n\n")
-        command, *lines = head.decode().split("\n")
-        headers = dict(line.split(":", 1) for line in lines)
-        assert rest.endswith(b"\0"), data
-        self.frames.append((command, headers, rest[:-1]))
+        # One write may carry several frames (a page-in pair): each ends at its NUL, or after
+        # its content-length.
+        while data:
+            head, _, rest = data.partition(b"\n\n")
+            command, *lines = head.decode().split("\n")
+            headers = dict(line.split(":", 1) for line in lines)
+            length = headers.get("content-length")
+            end = int(length) if length is not None else rest.index(b"\0")
+            assert rest[end : end + 1] == b"\0", data
+            self.frames.append((command, headers, rest[:end]))
+            data = rest[end + 1 :]
 
     def write_quietly(self, frame: Any) -> None:
         self.connect_frame = frame

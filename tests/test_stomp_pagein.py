@@ -6,6 +6,8 @@ CONNECTED frame names the broker in its ``server`` header.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from failover_client import BrokerUnavailable
@@ -124,10 +126,10 @@ def test_an_ended_subscription_wakes_nothing_and_others_count_apart() -> None:
 def test_a_write_that_fails_is_counted_once_and_raised() -> None:
     page_in = PageIn()
     page_in.watch(SubscriptionSpec("s1", "/queue/q", "client", prefetch=1000), "activemq")
-    written: list[str] = []
+    written: list[list[str]] = []
 
-    def failing(command: str, headers: dict[str, str]) -> None:
-        written.append(command)
+    def failing(frames: Sequence[tuple[str, dict[str, str]]]) -> bool:
+        written.append([command for command, _ in frames])
         raise BrokerUnavailable("gone", broker="b1")
 
     for _ in range(PAGE_IN_STEP - 1):
@@ -135,8 +137,35 @@ def test_a_write_that_fails_is_counted_once_and_raised() -> None:
     with pytest.raises(BrokerUnavailable):
         page_in.delivered("s1", failing)
     page_in.delivered("s1", failing)  # counting again from zero: no second attempt
-    assert written == ["SUBSCRIBE"]
+    assert written == [["SUBSCRIBE", "UNSUBSCRIBE"]]  # the pair goes together or not at all
+    assert page_in.wakeups == 0
+
+
+def test_a_pair_not_written_now_waits_for_the_next_step() -> None:
+    page_in = PageIn()
+    page_in.watch(SubscriptionSpec("s1", "/queue/q", "client", prefetch=1000), "activemq")
+    answers = [False, True]
+    asked: list[int] = []
+
+    def busy_then_free(frames: Sequence[tuple[str, dict[str, str]]]) -> bool:
+        asked.append(len(frames))
+        return answers.pop(0)
+
+    for _ in range(2 * PAGE_IN_STEP):
+        page_in.delivered("s1", busy_then_free)
+    assert asked == [2, 2]
     assert page_in.wakeups == 1
+
+
+def test_the_io_thread_never_waits_for_a_busy_write_lock() -> None:
+    h, session = connected()
+    deliver(h, PAGE_IN_STEP - 1)
+    state = session._state  # the lock another thread would hold
+    with state.write_lock:  # a caller's thread writing (or stuck behind a full socket)
+        deliver(h, 1, start=PAGE_IN_STEP - 1)  # returns: the pair is skipped, not waited for
+    assert WAKE[0] not in written_after_subscribe(h)
+    deliver(h, PAGE_IN_STEP, start=PAGE_IN_STEP)
+    assert written_after_subscribe(h)[-2:] == WAKE
 
 
 def test_a_lost_session_does_not_raise_into_the_io_thread() -> None:

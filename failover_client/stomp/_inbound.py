@@ -85,14 +85,11 @@ class FrameEvents:
             if beats is not None:
                 beats.dispatch_finished(state.clock.monotonic())
         try:
-            state.page_in.delivered(message.subscription_id, self._write_bodiless)
+            state.page_in.delivered(message.subscription_id, self._outbound.write_now)
         except BrokerUnavailable:
             # The session is closing or lost: teardown reports that (on_lost or close()),
             # and a queue of a dead session needs no waking.
             return
-
-    def _write_bodiless(self, command: str, headers: dict[str, str]) -> None:
-        self._outbound.write(command, headers, None)
 
     def on_receipt(self, frame: Any) -> None:
         state = self._state

@@ -88,6 +88,38 @@ class Outbound:
             if beats is not None:
                 beats.sent(state.clock.monotonic())
 
+    def write_now(self, frames: Sequence[tuple[str, dict[str, str]]]) -> bool:
+        """Write bodiless ``frames`` together from the I/O thread, never waiting; False: not now.
+
+        The I/O thread must not wait for the writer: ActiveMQ stops reading a connection
+        while its own write to it blocks (its dispatch holds the connection's lock), so a
+        reader that waited for room behind our unread writes would stop both sides for good.
+        So the frames are queued past the writer's bound, and skipped (False, nothing
+        written) when another thread holds the write lock; the frames go all or none.
+        Raises BrokerUnavailable when the write fails.
+        """
+        state = self._state
+        transport = state.transport
+        if state.phase != "open" or transport is None:
+            return False
+        data = b"".join(
+            encode_frame(command, escape_headers(headers, state.version), b"")
+            for command, headers in frames
+        )
+        if not state.write_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._writer_runs:
+                transport.send_deferred(data, force=True, inline=False)
+            else:
+                transport.write_encoded(data)  # TLS: stomp.py's I/O thread writes its queue
+        except Exception as exc:
+            transport.abort()
+            raise transport_error(exc, broker=state.broker, during="page-in write") from exc
+        finally:
+            state.write_lock.release()
+        return True
+
     def queue(self, item: PendingSend, *, force: bool = False) -> None:
         """Queue a confirmed send for group commit; the writer encodes it when it writes."""
         state = self._state

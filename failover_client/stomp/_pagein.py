@@ -28,7 +28,7 @@ its throughput at prefetch 1,000 (ActiveMQ adds and removes a consumer for each)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from failover_client.adapter import SubscriptionSpec
 from failover_client.stomp._flow import BrokerKind
@@ -44,8 +44,8 @@ asked for while the current one is still arriving."""
 
 _SUFFIX = "~page-in"
 
-Write = Callable[[str, dict[str, str]], None]
-"""Writes one frame without a body: ``(command, headers)``."""
+Write = Callable[[Sequence[tuple[str, dict[str, str]]]], bool]
+"""Writes bodiless frames ``(command, headers)`` together without waiting; False: not now."""
 
 
 def page_in_id(subscription_id: str) -> str:
@@ -97,8 +97,10 @@ class PageIn:
     def delivered(self, subscription_id: str, write: Write) -> None:
         """Count one message of the subscription; every :data:`PAGE_IN_STEP`, wake its queue.
 
-        ``write`` may raise (:class:`BrokerUnavailable` when the session is gone); the count
-        is reset first, so a failed write is not retried on the next message.
+        ``write`` writes the pair together or not at all (False when another thread is
+        writing: what it writes, an ACK or a SEND, wakes the queue too), and may raise
+        (:class:`BrokerUnavailable` when the session is gone). The count is reset first, so
+        a pair not written is not retried before another step of messages.
         """
         with self._lock:
             entry = self._watched.get(subscription_id)
@@ -107,19 +109,17 @@ class PageIn:
             queue, count = entry[0], entry[1] + 1
             due = count >= PAGE_IN_STEP
             self._watched[subscription_id] = (queue, 0 if due else count)
-            if due:
+        if not due:
+            return
+        nudge = page_in_id(subscription_id)
+        # client-individual: were a message ever dispatched to it, the UNSUBSCRIBE would
+        # return it to the queue unconsumed (auto would consume it).
+        subscribe = {
+            "destination": queue,
+            "id": nudge,
+            "ack": "client-individual",
+            "activemq.prefetchSize": "0",
+        }
+        if write((("SUBSCRIBE", subscribe), ("UNSUBSCRIBE", {"id": nudge}))):
+            with self._lock:
                 self.wakeups += 1
-        if due:
-            nudge = page_in_id(subscription_id)
-            # client-individual: were a message ever dispatched to it, the UNSUBSCRIBE would
-            # return it to the queue unconsumed (auto would consume it).
-            write(
-                "SUBSCRIBE",
-                {
-                    "destination": queue,
-                    "id": nudge,
-                    "ack": "client-individual",
-                    "activemq.prefetchSize": "0",
-                },
-            )
-            write("UNSUBSCRIBE", {"id": nudge})
