@@ -14,40 +14,18 @@ from typing import Any, cast
 from proton import Collector, Connection, Event, Link, Sender, Transport
 
 from failover_client._errors import BrokerUnavailable
-from failover_client.adapter import Received, SubscriptionSpec
-from failover_client.amqp._book import Book
+from failover_client.adapter import SubscriptionSpec
 from failover_client.amqp._convert import encode_message
 from failover_client.amqp._errors import Condition
 from failover_client.amqp._probe import ANONYMOUS_RELAY, Probes
 from failover_client.amqp._receiving import ACCEPT, Incoming
 from failover_client.amqp._state import SessionState
-
-
-class _Listener:
-    def __init__(self) -> None:
-        self.messages: list[Received] = []
-
-    def on_message(self, session: object, message: Received) -> None:
-        self.messages.append(message)
-
-
-class _State:
-    """The parts of :class:`SessionState` the receive side and the probes read."""
-
-    def __init__(self) -> None:
-        self.listener = _Listener()
-        self.book = Book()
-        self.session = None
-        self.broker = "peer"
-        self.secrets = ()
-
-    def report(self, error: BaseException) -> None:
-        raise error
+from tests.test_amqp_receiving import State
 
 
 class _Peer:
     def __init__(self) -> None:
-        self.state = _State()
+        self.state = State()  # the receive side's stand-in: the probes read the same parts
         state = cast("SessionState", self.state)
         self.incoming = Incoming(state, self._failed)
         self.probes = Probes(state, self.incoming)
