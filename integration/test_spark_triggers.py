@@ -106,6 +106,49 @@ def test_available_now_drains_the_backlog_in_steps_and_stops(
     assert left == 0
 
 
+def test_available_now_waits_out_a_broker_kill_and_finishes_the_backlog(
+    spark: SparkSession, activemq_cluster: Cluster, unique_queue: str, tmp_path: Path
+) -> None:
+    """The broker is SIGKILLed mid-drain and back seconds later: four receiveTimeouts of
+    silence, which must not read as the end of the queue, then redeliveries of spooled
+    messages, which must not read as an offset that stopped moving."""
+    broker = activemq_cluster[0]
+    backlog = 12_000
+    broker.send(unique_queue, [f"m-{n}" for n in range(backlog)])
+    name = f"available_now_kill_{uuid.uuid4().hex[:8]}"
+    checkpoint = tmp_path / "checkpoint"
+    frame = read_stream(
+        spark,
+        f"failover:({broker.uri()})?initialReconnectDelay=100",
+        unique_queue,
+        checkpoint,
+        maxMessagesPerBatch="1000",
+    )
+    query = (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    deadline = time.monotonic() + WAIT
+    while sum(p["numInputRows"] for p in query.recentProgress) < 2_000:
+        assert query.isActive, f"the query ended before the kill: {query.exception()}"
+        assert time.monotonic() < deadline, "the query made no progress"
+        time.sleep(0.2)  # polling Spark's progress
+    broker.kill()
+    time.sleep(4.0)  # down for four receiveTimeouts
+    broker.start()
+    assert query.awaitTermination(WAIT), "the query did not stop by itself"
+    assert query.exception() is None
+    counts = spark.sql(
+        f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
+    ).collect()[0]
+    # All of it, each once: the redelivered ones were spooled before and are dropped by id.
+    assert (counts.rows, counts.bodies) == (backlog, backlog)
+    assert settled_depth(broker, unique_queue, timeout=10.0) == 0
+
+
 def settled_depth(broker: LocalActiveMQ, destination: str, timeout: float = 60.0) -> int | None:
     """The queue's depth once it reached 0, or the last one seen after ``timeout`` s."""
     deadline = time.monotonic() + timeout

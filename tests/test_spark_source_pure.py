@@ -113,6 +113,12 @@ class ScriptedConsumer:
     def check(self) -> None:
         pass
 
+    def connected(self) -> bool:
+        return True
+
+    def state(self) -> str:
+        return "connected" if self.connected() else "reconnecting"
+
     def product(self) -> str | None:
         return None
 

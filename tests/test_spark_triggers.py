@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from failover_client import FailoverConnection, Message
+from failover_client import ConnectionFailure, FailoverConnection, Message
 from failover_client.spark import SparkOptionError, source_options
 from failover_client.spark._consumer import Consumer
 from failover_client.spark._depth import (
@@ -22,7 +22,7 @@ from failover_client.spark._depth import (
     answers_statistics,
     statistics_queue,
 )
-from failover_client.spark._driver import SourceDriver
+from failover_client.spark._driver import RECONNECT_WAIT, SourceDriver
 from failover_client.spark._pacing import FILL_GAP, FILL_WITHIN
 from failover_client.spark._source import FailoverStreamReader, source_schema
 from failover_client.spark._spool import Spool
@@ -300,8 +300,93 @@ def test_copies_do_not_end_available_now_early(tmp_path: Path) -> None:
     assert driver.latest(0, 10) == 2
     driver.prepare_available_now()
     consumer.push(*numbered(2), *numbered(1, start=2))  # two copies of spooled ones, one new
-    assert driver.latest(2, 2) == 2  # only copies in this step: not quiet
+    # Only copies in the first take: not quiet, and not an offset that stayed put either
+    # (Spark would end the query on it): the step takes on.
     assert driver.latest(2, 2) == 3
+
+
+class FailingOver(ActiveMQConsumer):
+    """Down for the first ``down_takes`` takes of an empty buffer (each a quiet ``timeout``
+    on the fake clock), then up, delivering ``after`` once it is back."""
+
+    def __init__(self, clock: FakeClock, down_takes: int, after: list[Delivery]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.down_takes = down_takes
+        self.after = after
+
+    def connected(self) -> bool:
+        return self.down_takes <= 0
+
+    def take(
+        self,
+        limit: int | None,
+        timeout: float,
+        max_bytes: int | None = None,
+        *,
+        whole: bool = True,
+    ) -> list[Delivery]:
+        if self.down_takes > 0 and not self.queued:
+            self.takes.append((limit, timeout))
+            self.clock.advance(timeout)
+            self.down_takes -= 1
+            if self.down_takes == 0:
+                self.push(*self.after)
+            return []
+        return super().take(limit, timeout, max_bytes, whole=whole)
+
+
+def test_available_now_does_not_take_a_failover_for_the_end_of_the_queue(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    consumer = FailingOver(clock, down_takes=3, after=numbered(4, start=6))
+    driver = driver_with(tmp_path, consumer, clock=clock, depth=ScriptedDepth(10))
+    consumer.push(*numbered(6))
+    driver.prepare_available_now()
+    assert driver.latest(0, 100) == 6
+    # The broker's quiet while the connection is down is no end: the rest comes after it.
+    assert driver.latest(6, 100) == 10
+    # The 6; three quiet takes while down (the first ended the first batch); the 4.
+    assert len(consumer.takes) == 1 + 3 + 1
+    assert "the connection is reconnecting; the drain waits for it" in caplog.text
+    assert driver.latest(10, 100) == 10
+
+
+def test_a_drain_fails_the_query_when_the_connection_stays_down(tmp_path: Path) -> None:
+    clock = FakeClock()
+    consumer = FailingOver(clock, down_takes=10_000, after=[])
+    driver = driver_with(tmp_path, consumer, clock=clock, depth=ScriptedDepth(10))
+    consumer.push(*numbered(6))
+    driver.prepare_available_now()
+    assert driver.latest(0, 100) == 6
+    with pytest.raises(ConnectionFailure) as caught:
+        driver.latest(6, 100)
+    text = str(caught.value)
+    assert "stopped at offset 6, 4 short of 10" in text
+    assert "reconnecting for 12" in text  # RECONNECT_WAIT, in receiveTimeout steps
+    assert clock.monotonic() >= RECONNECT_WAIT
+
+
+def test_trigger_once_waits_for_the_connection_too(tmp_path: Path) -> None:
+    clock = FakeClock()
+    consumer = FailingOver(clock, down_takes=2, after=numbered(3))
+    driver = driver_with(tmp_path, consumer, clock=clock)
+    assert driver.latest(0, None) == 3
+
+
+def test_a_quiet_connected_broker_short_of_the_target_ends_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer = ActiveMQConsumer()
+    driver = driver_with(tmp_path, consumer, depth=ScriptedDepth(10))
+    consumer.push(*numbered(7))
+    driver.prepare_available_now()
+    assert driver.latest(0, 100) == 7
+    assert driver.latest(7, 100) == 7
+    assert "ends at offset 7, 3 short of the target 10" in caplog.text
+    assert driver.latest(7, 100) == 7
+    assert caplog.text.count("short of the target") == 1
 
 
 def test_read_all_available_takes_one_batch_of_everything_delivered(tmp_path: Path) -> None:

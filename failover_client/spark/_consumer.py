@@ -189,6 +189,14 @@ class Consumer:
             if self._fatal is not None:
                 raise self._fatal
 
+    def connected(self) -> bool:
+        """Whether the connection is up now (not failing over, switching or closed)."""
+        return self._connection.state == "connected"
+
+    def state(self) -> str:
+        """The connection's state, for messages (``reconnecting``, ``switching``, ...)."""
+        return self._connection.state
+
     def wait_delivery(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the first delivery ever (True once one came)."""
         return self._clock.wait(self._delivered, timeout)

@@ -37,7 +37,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from failover_client import Clock, Message, SettleQuestion, SystemClock
+from failover_client import Clock, ConnectionFailure, Message, SettleQuestion, SystemClock
 from failover_client.spark._consumer import Consumer, spooled
 from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
@@ -46,7 +46,7 @@ from failover_client.spark._pacing import Pacer, Step
 from failover_client.spark._partitions import ids_if_whole, write_parts
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
-__all__ = ["ACK_CONFIRM_WAIT", "DEPTH_REFRESH", "DEPTH_WAIT", "SourceDriver"]
+__all__ = ["ACK_CONFIRM_WAIT", "DEPTH_REFRESH", "DEPTH_WAIT", "RECONNECT_WAIT", "SourceDriver"]
 
 log = logging.getLogger("failover_client.spark")
 
@@ -62,6 +62,14 @@ ACK_CONFIRM_WAIT = 30.0
 A broker handles a batch's ACKs in well under a second; past this it is hung or cut off, and
 the commit returns with a warning rather than hold the query (the acknowledgements may still
 arrive; if not, the broker redelivers those messages and the ledger drops them by id)."""
+
+RECONNECT_WAIT = 120.0
+"""How long ``Trigger.AvailableNow`` / ``Once`` wait for a failing-over connection to come back.
+
+They end when the broker is quiet for ``receiveTimeout``; while the connection is down, quiet
+says nothing about the queue, and ending then would report success with the backlog still on
+the broker. Past this the query fails instead. 120 s is ``spark.network.timeout``'s default,
+which Spark's Kafka source waits for a poll before it fails a batch."""
 
 
 class SourceDriver:
@@ -149,9 +157,15 @@ class SourceDriver:
             # A batch held back takes nothing: a connection that gave up must still fail it.
             self.consumer.check()
             step = self._pacer.step(self._position, limit, self.consumer.buffered())
-            if step is not None:
+            while step is not None:
                 received = self._spool_new(step, timer)
                 self._pacer.planned(self._position, received, step)
+                self._short_of_target()
+                if not received or self._position > before or not _drains(step):
+                    break
+                # Only copies of spooled messages (redelivered after a fail-over): Spark ends
+                # AvailableNow / Once on an offset that did not move, so take on.
+                step = self._pacer.step(self._position, limit, self.consumer.buffered())
             return self._position
         finally:
             if asked is not None and self._position > before and self._continues(limit):
@@ -236,8 +250,61 @@ class SourceDriver:
             self._depth.request()  # answered later; the newest answer is reported meanwhile
         return self._depth.latest()
 
+    def _short_of_target(self) -> None:
+        target = self._pacer.target
+        if self._pacer.done and target is not None and self._position < target:
+            # Connected and quiet for receiveTimeout, yet short of the depth the broker gave at
+            # the start: another consumer took them, or they expired or were moved. The last
+            # step (no step follows a done pacer), so this is said once.
+            log.warning(
+                "failover source: Trigger.AvailableNow ends at offset %d, %d short of the "
+                "target %d (the queue's depth at the start): the broker delivered nothing more "
+                "for receiveTimeout while connected (another consumer, expiry, or a "
+                "dead-letter move took them)",
+                self._position,
+                target - self._position,
+                target,
+            )
+
+    def _first(self, step: Step) -> list[Message]:
+        """A step's first take. A drain's quiet counts only while the connection was up.
+
+        ``Trigger.AvailableNow`` / ``Once`` end on a take quiet for ``receiveTimeout``; a
+        take that saw the connection down at its start or end is repeated instead, for
+        :data:`RECONNECT_WAIT` at most, then the query fails naming what was left.
+        """
+        if not _drains(step):
+            return self.consumer.take(step.limit, step.wait, step.max_bytes)
+        down_since: float | None = None
+        while True:
+            up = self.consumer.connected()
+            taken = self.consumer.take(step.limit, step.wait, step.max_bytes)
+            if taken or (up and self.consumer.connected()):
+                return taken
+            now = self._clock.monotonic()
+            if down_since is None:
+                down_since = now
+                log.warning(
+                    "failover source: the connection is %s; the drain waits for it (%.0f s "
+                    "at most) before it takes the broker's quiet as the end of the queue",
+                    self.consumer.state(),
+                    RECONNECT_WAIT,
+                )
+            elif now - down_since >= RECONNECT_WAIT:
+                target = self._pacer.target
+                left = (
+                    "" if target is None else f", {target - self._position:,} short of {target:,}"
+                )
+                raise ConnectionFailure(
+                    f"the failover source's drain (Trigger.AvailableNow / Once) stopped at "
+                    f"offset {self._position}{left}: the connection has been "
+                    f"{self.consumer.state()} for {now - down_since:.0f} s; failing the query "
+                    "rather than ending it with messages left on the broker (a restarted query "
+                    "goes on from its checkpoint)"
+                )
+
     def _take(self, step: Step) -> list[Message]:
-        taken = self.consumer.take(step.limit, step.wait, step.max_bytes)
+        taken = self._first(step)
         if not step.drain or not taken:
             return taken
         size = sum(len(m.body) for m in taken)
@@ -428,3 +495,8 @@ class _Timer:
 
     def __str__(self) -> str:
         return " ".join(f"{name}={seconds * 1000:.0f}ms" for name, seconds in self._laps)
+
+
+def _drains(step: Step) -> bool:
+    """A step of AvailableNow / Once: it ends the query when it is quiet (or does not move)."""
+    return step.drain and step.within is None

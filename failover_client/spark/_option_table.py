@@ -139,9 +139,9 @@ OPTIONS: tuple[OptionInfo, ...] = (
         "receiveTimeout",
         _SOURCE,
         "seconds (a positive number, or with an ms / s suffix)",
-        "the quiet time after which Trigger.AvailableNow / Once take the queue as drained "
-        "(default 1 s); other triggers never wait for it (a batch short of its limit takes what "
-        "the broker is still sending, until a 50 ms pause or 0.5 s)",
+        "the quiet time, while connected, after which Trigger.AvailableNow / Once take the "
+        "queue as drained (default 1 s); other triggers never wait for it (a batch short of its "
+        "limit takes what the broker is still sending, until a 50 ms pause or 0.5 s)",
     ),
     _info(
         "queueDepth",
