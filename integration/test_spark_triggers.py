@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from failover_client import FailoverConnection
 from failover_client.spark import FORMAT, register
@@ -60,6 +61,28 @@ def read_stream(spark: SparkSession, uri: str, destination: str, checkpoint: Pat
     return reader.load()
 
 
+def available_now_into_memory(
+    spark: SparkSession, uri: str, destination: str, tmp_path: Path, name: str, step: str
+) -> StreamingQuery:
+    """An AvailableNow query from ``destination`` into the memory table ``name``."""
+    checkpoint = tmp_path / "checkpoint"
+    frame = read_stream(spark, uri, destination, checkpoint, maxMessagesPerBatch=step)
+    return (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def rows_and_bodies(spark: SparkSession, name: str) -> Row:
+    """The memory table's rows and distinct bodies."""
+    return spark.sql(
+        f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
+    ).collect()[0]
+
+
 def test_available_now_drains_the_backlog_in_steps_and_stops(
     spark: SparkSession,
     activemq_cluster: Cluster,
@@ -71,26 +94,12 @@ def test_available_now_drains_the_backlog_in_steps_and_stops(
     broker = activemq_cluster[0]
     broker.send(unique_queue, [f"m-{n}" for n in range(BACKLOG)])
     name = f"available_now_{uuid.uuid4().hex[:8]}"
-    checkpoint = tmp_path / "checkpoint"
-    frame = read_stream(
-        spark,
-        f"failover:({broker.uri()})",
-        unique_queue,
-        checkpoint,
-        maxMessagesPerBatch=str(STEP),
-    )
-    query = (
-        frame.writeStream.format("memory")
-        .queryName(name)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+    query = available_now_into_memory(
+        spark, f"failover:({broker.uri()})", unique_queue, tmp_path, name, str(STEP)
     )
     assert query.awaitTermination(WAIT), "the query did not stop by itself"
     assert query.exception() is None
-    counts = spark.sql(
-        f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
-    ).collect()[0]
+    counts = rows_and_bodies(spark, name)
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     print(f"batch sizes: {sizes}")
     # All of it, each once, in steps no larger than maxMessagesPerBatch.
@@ -116,21 +125,8 @@ def test_available_now_waits_out_a_broker_kill_and_finishes_the_backlog(
     backlog = 12_000
     broker.send(unique_queue, [f"m-{n}" for n in range(backlog)])
     name = f"available_now_kill_{uuid.uuid4().hex[:8]}"
-    checkpoint = tmp_path / "checkpoint"
-    frame = read_stream(
-        spark,
-        f"failover:({broker.uri()})?initialReconnectDelay=100",
-        unique_queue,
-        checkpoint,
-        maxMessagesPerBatch="1000",
-    )
-    query = (
-        frame.writeStream.format("memory")
-        .queryName(name)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    uri = f"failover:({broker.uri()})?initialReconnectDelay=100"
+    query = available_now_into_memory(spark, uri, unique_queue, tmp_path, name, "1000")
     deadline = time.monotonic() + WAIT
     while sum(p["numInputRows"] for p in query.recentProgress) < 2_000:
         assert query.isActive, f"the query ended before the kill: {query.exception()}"
@@ -141,9 +137,7 @@ def test_available_now_waits_out_a_broker_kill_and_finishes_the_backlog(
     broker.start()
     assert query.awaitTermination(WAIT), "the query did not stop by itself"
     assert query.exception() is None
-    counts = spark.sql(
-        f"select count(*) as rows, count(distinct body_string) as bodies from {name}"
-    ).collect()[0]
+    counts = rows_and_bodies(spark, name)
     # All of it, each once: the redelivered ones were spooled before and are dropped by id.
     assert (counts.rows, counts.bodies) == (backlog, backlog)
     assert settled_depth(broker, unique_queue, timeout=10.0) == 0
