@@ -7,6 +7,7 @@ deadline; timing bounds are generous.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -215,6 +216,28 @@ def test_latency_delays_each_direction(proxy: FaultProxy) -> None:
         proxy.latency(0)
         sock.sendall(b"pong")
         assert recv_exactly(sock, 4) == b"pong"
+
+
+class LateProxy(FaultProxy):
+    """A proxy whose thread loses the CPU after each pass over its queues: by the time it
+    works out how long to wait, every chunk queued is due (their times move up to now)."""
+
+    def _next_timeout(self) -> float | None:
+        now = time.monotonic()
+        for conn in self._conns:
+            for pipe in (conn.up, conn.down):
+                pipe.queue = collections.deque((min(at, now), data) for at, data in pipe.queue)
+        return super()._next_timeout()
+
+
+def test_a_chunk_that_falls_due_after_the_pass_is_still_written(echo: EchoServer) -> None:
+    # The loop used to wait without a timeout then, holding the chunk (and the FIN behind
+    # it) until some other event: a client's last ACKs and DISCONNECT, queued 1 ms apart,
+    # never reached the broker on a loaded machine.
+    with LateProxy(("127.0.0.1", echo.port)) as proxy, dial(proxy) as sock:
+        proxy.latency(3600.0)  # due only because the loop's time moves on
+        sock.sendall(b"ping")
+        assert recv_exactly(sock, 4) == b"ping"
 
 
 def test_loss_delays_by_the_retransmission_timeout_in_order(echo: EchoServer) -> None:

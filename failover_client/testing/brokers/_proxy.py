@@ -297,14 +297,15 @@ class FaultProxy:
                 done.set()
 
     def _next_timeout(self) -> float | None:
+        """Seconds until the first queued chunk is due; 0 for one due already: it fell due
+        after the last pass read the clock (the thread lost the CPU), and no event comes for
+        it. A socket that waits for room is skipped: its EVENT_WRITE wakes the loop."""
         now = time.monotonic()
-        due: float | None = None
-        for conn in self._conns:
-            for pipe in (conn.up, conn.down):
-                if pipe.queue and pipe.queue[0][0] > now:
-                    at = pipe.queue[0][0]
-                    due = at if due is None else min(due, at)
-        return None if due is None else max(0.0, due - now)
+        keys = self._sel.get_map().values()
+        waiting = {key.fileobj for key in keys if key.events & selectors.EVENT_WRITE}
+        pipes = [pipe for conn in self._conns for pipe in (conn.up, conn.down)]
+        heads = [pipe.queue[0][0] for pipe in pipes if pipe.queue and pipe.dst not in waiting]
+        return max(0.0, min(heads) - now) if heads else None
 
     def _on_event(self, sock: socket.socket, mask: int) -> None:
         if sock is self._wake_r:
