@@ -52,7 +52,7 @@ from failover_client import FailedOver, FailoverConnection
 from failover_client._events import Event
 from failover_client.aio import AsyncFailoverConnection
 from failover_client.stomp import _loopread
-from failover_client.testing.brokers import Cluster
+from failover_client.testing.brokers import Broker, Cluster
 
 BODY = b"x" * 128
 HEADERS = {"persistent": "true"}
@@ -299,6 +299,14 @@ async def throughput(cluster: Cluster, reps: int, awaited_n: int, piped_n: int) 
 # --- fail-over ---------------------------------------------------------------------------
 
 
+def kill(victim: Broker) -> float:
+    """SIGKILL ``victim``; the monotonic time just before the signal went (both sides start
+    their fail-over clocks here, not before a hand-off to the thread that kills)."""
+    at = time.monotonic()
+    victim.kill()
+    return at
+
+
 def outage(confirmed_at: list[float], killed: float) -> float:
     """The producer's longest wait between two confirmations from the kill on: what the
     application sees of the fail-over (detection, reconnect, replay)."""
@@ -325,8 +333,8 @@ async def aio_failover(cluster: Cluster) -> tuple[dict[str, float], dict[str, fl
     await asyncio.sleep(0.5)
     victim = next(b for b in cluster if b.endpoint("stomp").port == port_of(conn.broker))
     with Ticker() as ticker:
-        killed = time.monotonic()
-        await asyncio.to_thread(victim.kill)
+        # Timed where the signal is sent, on the thread that sends it (as the sync side's).
+        killed = await asyncio.to_thread(kill, victim)
         while not any(isinstance(e, FailedOver) for _, e in events):
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.5)  # the replay and the sends after it, under the ticker
@@ -370,8 +378,7 @@ def sync_failover(cluster: Cluster) -> dict[str, float]:
     thread.start()
     time.sleep(0.5)
     victim = next(b for b in cluster if b.endpoint("stomp").port == port_of(conn.broker))
-    killed = time.monotonic()
-    victim.kill()
+    killed = kill(victim)
     moved.wait(60)  # a safety net: a fail-over takes well under a second here
     time.sleep(0.5)
     stop.set()
