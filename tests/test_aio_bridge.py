@@ -3,6 +3,7 @@ thread (a session read on the loop) are scheduled without a wake-up, in the same
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 
@@ -107,3 +108,22 @@ def test_a_drain_runs_at_most_a_batch_then_yields() -> None:
     assert len(loop.soon) == 1
     loop.run_once()
     assert ran == list(range(BATCH + 3))
+
+
+def test_running_here_names_the_bound_loop_only_on_its_thread_while_it_runs() -> None:
+    loop = asyncio.new_event_loop()
+    bridge = LoopBridge()
+    try:
+        assert bridge.running_here() is None  # not bound yet
+
+        async def on_the_loop() -> asyncio.AbstractEventLoop | None:
+            bridge.bind(asyncio.get_running_loop())
+            seen: list[asyncio.AbstractEventLoop | None] = []
+            off_the_loop(lambda: seen.append(bridge.running_here()))
+            assert seen == [None]  # another thread: not its loop
+            return bridge.running_here()
+
+        assert loop.run_until_complete(on_the_loop()) is loop
+        assert bridge.running_here() is None  # on its thread, but the loop stopped
+    finally:
+        loop.close()

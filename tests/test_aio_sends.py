@@ -24,6 +24,7 @@ from failover_client.aio import AsyncFailoverConnection
 from failover_client.aio._bridge import LoopBridge
 from failover_client.aio._connection import _hand_over
 from failover_client.aio._events import EventHub
+from failover_client.engine._sender import UNSET
 from failover_client.testing import EventRecorder, FakeConnector
 
 
@@ -436,3 +437,30 @@ def test_an_event_after_close_starts_no_listener_task() -> None:
 
     run(scenario)
     assert [getattr(e, "broker", None) for e in seen] == ["stomp://a:61613"]
+
+
+def test_sends_without_bounds_share_one_budget_and_bounded_ones_get_their_own() -> None:
+    rig = make((A,))
+
+    async def scenario() -> None:
+        async with rig.conn as conn:
+            shared = conn._budget(UNSET, confirmed=True)
+            assert shared.connected is None
+            assert shared.failing_over is None
+            assert conn._budget(UNSET, confirmed=True) is shared
+            own = conn._budget(5.0, confirmed=True)
+            assert own is not shared
+            assert own.connected == 5.0
+            await conn.send("/queue/q", b"1")
+            assert conn._budget(UNSET, confirmed=False) is shared
+
+    run(scenario)
+
+    bounded = AsyncFailoverConnection(
+        [A],
+        options=FailoverOptions(timeout=2.0),
+        connector=FakeConnector(),
+    )
+    first = bounded._budget(UNSET, confirmed=True)
+    assert first.connected == 2.0
+    assert bounded._budget(UNSET, confirmed=True) is not first  # a bound: one per call

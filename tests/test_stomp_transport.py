@@ -5,10 +5,12 @@ A real listening socket on loopback stands for the broker; the resolver is injec
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator, Sequence
 
 import pytest
+from stomp.utils import Frame
 
 from failover_client._clock import SystemClock
 from failover_client.net._dial import AddrInfo
@@ -68,3 +70,57 @@ def test_interrupt_reaches_the_dial(listener: socket.socket) -> None:
         t.attempt_connection()
     assert asked == []
     assert t.socket is None
+
+
+class _Receipts:
+    """A listener that records the receipts it is told of."""
+
+    def __init__(self) -> None:
+        self.receipts: list[str] = []
+        self.disconnected = 0
+
+    def on_receipt(self, frame: Frame) -> None:
+        self.receipts.append(frame.headers["receipt-id"])
+
+    def on_disconnected(self) -> None:
+        self.disconnected += 1
+
+
+def test_a_receipt_reaches_the_listener_once_directly_or_through_stomp_py(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = transport(9, [])
+    heard = _Receipts()
+    t.set_listener("test", heard)
+    walks: list[str] = []
+    notify = BoundTransport.notify
+
+    def counted(self: BoundTransport, frame_type: str, frame: Frame | None = None) -> None:
+        walks.append(frame_type)
+        notify(self, frame_type, frame)
+
+    monkeypatch.setattr(BoundTransport, "notify", counted)
+    t.process_frames([b"RECEIPT\nreceipt-id:r-1\n\n\x00"])
+    assert heard.receipts == ["r-1"]
+    assert walks == []  # told directly, not through stomp.py's sorted walk
+    # A receipt stomp.py registered (its DISCONNECT bookkeeping) takes stomp.py's own path,
+    # which also marks the transport disconnected.
+    t.set_connected(True)
+    t.set_receipt("bye", "DISCONNECT")
+    t.process_frames([b"RECEIPT\nreceipt-id:bye\n\n\x00"])
+    assert heard.receipts == ["r-1", "bye"]
+    assert walks == ["receipt"]
+    assert not t.is_connected()
+    assert "bye" not in t._BaseTransport__receipts
+
+
+def test_a_receipt_takes_stomp_py_s_path_when_its_debug_log_is_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    t = transport(9, [])
+    heard = _Receipts()
+    t.set_listener("test", heard)
+    with caplog.at_level(logging.DEBUG, logger="stomp.py"):
+        t.process_frames([b"RECEIPT\nreceipt-id:r-2\n\n\x00"])
+    assert heard.receipts == ["r-2"]
+    assert any("received frame" in record.getMessage() for record in caplog.records)

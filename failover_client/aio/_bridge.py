@@ -73,6 +73,16 @@ class LoopBridge:
         if schedule:
             loop.call_soon(self._drain)
 
+    def running_here(self) -> asyncio.AbstractEventLoop | None:
+        """The bound loop when the caller runs on it, without asking asyncio (whose
+        ``get_running_loop`` makes a ``getpid`` system call, once per send otherwise); None:
+        ask asyncio. A thread runs one loop at a time, so a bound loop that runs on the
+        caller's thread is the caller's running loop."""
+        loop = self._loop
+        if loop is not None and threading.get_ident() == self._thread_id and loop.is_running():
+            return loop
+        return None
+
     def reading_loop(self) -> tuple[asyncio.AbstractEventLoop, int] | None:
         """The running loop and its thread's ident, for a session to be read on; None before
         the connection is used in a loop, or once that loop stopped."""
@@ -162,7 +172,12 @@ class Fairness:
         """The caller just waited (the loop ran other work meanwhile)."""
         self._since = time.perf_counter()
 
+    def due(self) -> bool:
+        """Whether the caller held the loop for :data:`SLICE` (a plain call: the usual answer,
+        no, costs no coroutine)."""
+        return time.perf_counter() - self._since >= SLICE
+
     async def pause(self) -> None:
-        if time.perf_counter() - self._since >= SLICE:
+        if self.due():
             await asyncio.sleep(0)  # one turn of the loop for the others
             self._since = time.perf_counter()

@@ -184,10 +184,18 @@ class AsyncFailoverConnection:
         self._subscriptions: list[AsyncSubscription] = []
         self._fairness = Fairness()
         self._closed = False
+        default = self._nowait.budget(UNSET)
+        self._unbounded: PhasedBudget | None = (
+            default if default.connected is None and default.failing_over is None else None
+        )
+        """The default budget when it bounds nothing: shared by every call (a budget without
+        bounds never changes what it answers), not made anew per send."""
 
     def _loop(self) -> asyncio.AbstractEventLoop:
-        loop = asyncio.get_running_loop()
-        self._bridge.bind(loop)
+        loop = self._bridge.running_here()
+        if loop is None:
+            loop = asyncio.get_running_loop()
+            self._bridge.bind(loop)
         return loop
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -329,7 +337,7 @@ class AsyncFailoverConnection:
             if seconds == 0 and confirmed:
                 raise refuse_zero_timeout_for_confirmed_send()
             return self._nowait.budget(seconds)
-        return self._nowait.budget(UNSET)
+        return self._unbounded or self._nowait.budget(UNSET)
 
     async def _write(
         self,
@@ -364,7 +372,8 @@ class AsyncFailoverConnection:
                 )
             await self._changes.wait(loop, at)
             self._fairness.suspended()
-        await self._fairness.pause()
+        if self._fairness.due():
+            await self._fairness.pause()
         return message, confirmed
 
     async def _until(self, ready_or_arm: Callable[[], bool], budget: PhasedBudget) -> bool:

@@ -16,7 +16,7 @@ Two more hooks:
   turns end-of-file on a TLS socket into the end of the I/O loop: stomp.py treats an empty TLS
   read as "no data yet" and would spin on a closed connection.
 * ``process_frame`` reports frames whose command STOMP does not define, and hands a MESSAGE
-  to the listeners' ``on_message`` directly.
+  (and a RECEIPT stomp.py has no bookkeeping for) to the listeners directly.
 * ``_BaseTransport__read_frames`` is stomp.py's own loop over the frames read, with the
   header parser of ``_decode`` (the same frames, a fraction of the work per header), and
   ``_BaseTransport__read`` its read of one burst, with the frame split of ``_decode`` (the
@@ -436,7 +436,23 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             for listener in tuple(self.listeners.values()):
                 listener.on_message(f)
             return
+        if command == "receipt" and self._plain_receipt(f):
+            # The same walk for a RECEIPT stomp.py did not register (its own DISCONNECT
+            # bookkeeping; ours never does): what it does besides is a no-op removal and a
+            # notify of a condition nothing waits on. One per awaited confirmed send.
+            for listener in tuple(self.listeners.values()):
+                listener.on_receipt(f)
+            return
         super().process_frame(f, frame_str)
+
+    def _plain_receipt(self, f: Any) -> bool:
+        """Whether stomp.py's notify would do nothing for this RECEIPT but tell listeners."""
+        receipt = f.headers.get("receipt-id")
+        return (
+            receipt is not None
+            and receipt not in self._BaseTransport__receipts
+            and not stomp_log.isEnabledFor(stomp_log.DEBUG)
+        )
 
     def write_quietly(self, frame: Any) -> None:
         """Write ``frame`` without stomp.py's listeners or debug log (used for CONNECT).
