@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -238,6 +239,7 @@ class RawSender:
     def __init__(self, host: tuple[str, int]) -> None:
         self.cond = threading.Condition()
         self.receipts: set[str] = set()
+        self.id_prefix = secrets.token_hex(6)  # as long as a failover-client connection's
         self.conn = stomp.Connection12(
             [host], heartbeats=(0, 0), reconnect_attempts_max=1, auto_decode=False, timeout=5.0
         )
@@ -281,23 +283,25 @@ class RawSender:
         return receipt
 
     def send_transaction_with_ids(
-        self, destination: str, body: bytes, headers: Mapping[str, str], count: int
+        self,
+        destination: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        count: int,
+        names: Sequence[str] = ("failover-message-id",),
     ) -> str:
-        """:meth:`send_transaction` with a unique ``failover-message-id`` and ``_AMQ_DUPL_ID``
-        on each SEND, as failover-client writes them (``dedup=auto``, the default)."""
+        """:meth:`send_transaction` with a unique id under each of ``names`` on each SEND, in
+        failover-client's format (``<12 hex>-<n>``): by default the one id header it writes
+        to ActiveMQ Classic (``dedup=auto`` adds ``_AMQ_DUPL_ID`` only where a broker may
+        drop copies by it)."""
         tx = f"t{next(_receipts)}"
         self.conn.begin(transaction=tx)
         for _ in range(count):
-            message_id = f"raw-{next(_receipts)}"
+            message_id = f"{self.id_prefix}-{next(_receipts)}"
             self.conn.send(
                 destination,
                 body,
-                headers={
-                    **headers,
-                    "transaction": tx,
-                    "failover-message-id": message_id,
-                    "_AMQ_DUPL_ID": message_id,
-                },
+                headers={**headers, "transaction": tx, **dict.fromkeys(names, message_id)},
             )
         receipt = f"r{next(_receipts)}"
         self.conn.commit(transaction=tx, headers={"receipt": receipt})

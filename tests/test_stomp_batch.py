@@ -109,11 +109,11 @@ def test_a_run_of_sends_becomes_one_transaction_with_one_commit_receipt() -> Non
     group = GroupCommit(encode, prefix="fx-")
     data = group.render([send(1), send(2), send(3)])
     assert shape(data) == [
-        "BEGIN transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "COMMIT transaction=fx-tx-1 receipt=fx-1",
+        "BEGIN transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "COMMIT transaction=fx-t1 receipt=fx-1",
     ]
     assert [body for cmd, _, body in frames(data) if cmd == "SEND"] == [b"m1", b"m2", b"m3"]
     assert group.unanswered == 1
@@ -124,17 +124,17 @@ def test_other_frames_split_runs_and_keep_their_place() -> None:
     ack = encode("ACK", {"id": "a1"}, b"")
     data = group.render([send(1), send(2), ack, send(3), send(4, alone=True), send(5), send(6)])
     assert shape(data) == [
-        "BEGIN transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "COMMIT transaction=fx-tx-1 receipt=fx-1",
+        "BEGIN transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "COMMIT transaction=fx-t1 receipt=fx-1",
         "ACK",
         "SEND receipt=fc-3",
         "SEND receipt=fc-4",
-        "BEGIN transaction=fx-tx-2",
-        "SEND transaction=fx-tx-2",
-        "SEND transaction=fx-tx-2",
-        "COMMIT transaction=fx-tx-2 receipt=fx-2",
+        "BEGIN transaction=fx-t2",
+        "SEND transaction=fx-t2",
+        "SEND transaction=fx-t2",
+        "COMMIT transaction=fx-t2 receipt=fx-2",
     ]
 
 
@@ -142,8 +142,8 @@ def test_runs_longer_than_max_batch_are_split() -> None:
     group = GroupCommit(encode, prefix="fx-", max_batch=2)
     data = group.render([send(n) for n in range(1, 6)])
     assert [s for s in shape(data) if s.startswith("COMMIT")] == [
-        "COMMIT transaction=fx-tx-1 receipt=fx-1",
-        "COMMIT transaction=fx-tx-2 receipt=fx-2",
+        "COMMIT transaction=fx-t1 receipt=fx-1",
+        "COMMIT transaction=fx-t2 receipt=fx-2",
     ]
     assert shape(data)[-1] == "SEND receipt=fc-5"
     with pytest.raises(ValueError, match="max_batch must be >= 2"):
@@ -328,11 +328,11 @@ def test_session_on_activemq_group_commits_a_burst_and_the_commit_confirms_each(
     for n in range(1, 4):
         session.send("/queue/q", b"m%d" % n, {"failover-message-id": f"id-{n}"}, out.callback(n))
     assert t.write_all() == [
-        "BEGIN transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "SEND transaction=fx-tx-1",
-        "COMMIT transaction=fx-tx-1 receipt=fx-1",
+        "BEGIN transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "SEND transaction=fx-t1",
+        "COMMIT transaction=fx-t1 receipt=fx-1",
     ]
     sends = [headers for cmd, headers, _ in t.wire if cmd == "SEND"]
     assert [s["failover-message-id"] for s in sends] == ["id-1", "id-2", "id-3"]
@@ -497,7 +497,7 @@ def test_a_receipt_naming_a_batched_send_confirms_nothing_until_it_went_out_alon
     for n in range(1, 4):
         session.send("/queue/q", b"m%d" % n, {}, out.callback(n))
     t.play("receipt", {"receipt-id": "fc-2"})  # before anything was written
-    assert t.write_all()[0] == "BEGIN transaction=fx-tx-1"
+    assert t.write_all()[0] == "BEGIN transaction=fx-t1"
     t.play("receipt", {"receipt-id": "fc-2"})  # written, but inside the uncommitted transaction
     assert out.results == {}
     assert session.premature_receipts == 2

@@ -143,18 +143,21 @@ class GroupCommit:
 
     :param encode: encodes one frame (``_encode.encode_frame`` in the session).
     :param max_batch: sends per transaction at most (>= 2).
-    :param prefix: of transaction ids and COMMIT receipt ids; must differ from the receipt
-        book's prefix, so a RECEIPT tells at once which kind it answers.
-    :param nonce: follows the prefix, so a peer cannot name a COMMIT it has not read (a
-        RECEIPT for ``fx-1`` would otherwise confirm a transaction still being written);
-        None: a new random one (``_receipts.new_nonce``), "": none.
+    :param prefix: of transaction ids (``<prefix>t<n>``) and COMMIT receipt ids; must differ
+        from the receipt book's prefix, so a RECEIPT tells at once which kind it answers.
+    :param nonce: follows the prefix in COMMIT receipt ids, so a peer cannot name a COMMIT it
+        has not read (a RECEIPT for ``fx-1`` would otherwise confirm a transaction still
+        being written); None: a new random one (``_receipts.new_nonce``), "": none.
+        Transaction ids carry none: the broker names no transaction back to us, and every
+        SEND of a run repeats its transaction id, whose bytes the broker parses each time
+        (``benchmarks/probe_send_headers.py``).
 
     ``render`` runs on the writing thread, the ``on_*`` methods on the reader thread: the
     table of unanswered transactions is shared under a lock. Nothing here writes or calls
     back; the session acts on the outcomes.
     """
 
-    __slots__ = ("_encode", "_lock", "_max_batch", "_numbers", "_open", "_prefix")
+    __slots__ = ("_encode", "_lock", "_max_batch", "_numbers", "_open", "_prefix", "_tx_prefix")
 
     def __init__(
         self,
@@ -169,6 +172,7 @@ class GroupCommit:
         self._encode = encode
         self._max_batch = max_batch
         self._prefix = with_nonce(prefix, nonce)
+        self._tx_prefix = f"{prefix}t"
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._open: dict[str, Batch] = {}
@@ -213,7 +217,7 @@ class GroupCommit:
             out.append(self._alone(run[0], written))
             return
         number = next(self._numbers)
-        tx = f"{self._prefix}tx-{number}"
+        tx = f"{self._tx_prefix}{number}"
         commit = f"{self._prefix}{number}"
         encode = self._encode
         out.append(encode("BEGIN", {"transaction": tx}, b""))
