@@ -16,13 +16,13 @@ interval, so a broker that checks us with its own grace never sees a gap.
 Why half, and not the configured interval on the wire as stomp.py asks for
 (``benchmarks/probe_broker_beats.py`` measures both brokers): asked for beats every T, ActiveMQ
 Classic sends one every T on an idle connection, but after any other frame (a RECEIPT, a
-MESSAGE) stays silent for up to 1.98 T, so a connection that is only declared lost after more
-than two intervals could not keep the bound of ``grace`` (1.5) wanted intervals. RabbitMQ beats
-at half of what it is asked for (a silence after a frame of at most 1.03 T), so with it the
-wire carries four beats per wanted interval; the client cannot tell the two apart before
-CONNECTED, where the header is already sent. Sending: ActiveMQ closed a connection whose beats
-came every 1.4 T (1.2 T passed), so beats at the negotiated T would leave a fifth of it for a
-late timer thread; half leaves half.
+MESSAGE) stays silent for up to 1.98 T: only a watchdog waiting more than two intervals could
+tell it from a hung broker, and the bound of ``grace`` (1.5) wanted intervals would not hold.
+RabbitMQ beats at half of what it is asked for (silent for about T at most after a frame), so
+with it the wire carries four beats per wanted interval; the client cannot tell the two apart
+before CONNECTED, and the header is sent before it. Sending: ActiveMQ closed a connection whose
+beats came every 1.4 T (1.2 T passed), so beats at the negotiated T would leave a timer thread
+that is late by a fifth of T no room; half leaves half.
 
 A beat may also go out up to a tenth of its interval early (``BEAT_EARLY``), so that the shared
 timer wakes once for the beats of many connections that fall due close together; a silence
