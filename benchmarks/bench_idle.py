@@ -12,7 +12,8 @@ per client and count, so no client's threads, imports or garbage are counted for
   the same heart-beat traffic on the wire as ours, one beat each way every 5 s. Ours asks the
   broker for beats at half the wanted 10 s (ActiveMQ may stay silent for almost two of its
   intervals, see ``failover_client/stomp/_heartbeat.py``) and sends at half the negotiated
-  10 s, so it beats twice as often as ``stomp.py`` with 10 s; this row prices the beat itself;
+  10 s, so it beats twice as often as ``stomp.py`` with 10 s; this row prices the beat itself
+  (why half: ``probe_broker_beats.py``);
 * ``ours-amqp``: ``FailoverConnection`` to RabbitMQ over AMQP 1.0;
 * ``proton``: raw python-qpid-proton, a ``Container`` per connection on a thread of its own
   (``idle_timeout=10``): one independent connection object each, like ``FailoverConnection``.
@@ -20,7 +21,8 @@ per client and count, so no client's threads, imports or garbage are counted for
 Each child first opens and closes one connection (imports and first-use set-up are not a
 connection's cost), then opens the N connections, waits for start-up threads to end, and
 measures: threads added per connection, resident memory added per connection, and process
-CPU time over ``--idle`` seconds, in ms per connection per minute. Clients are interleaved
+CPU time over ``--idle`` seconds, in ms per connection per minute (in the JSON also split by
+kind of thread, from ``/proc/self/task/*/schedstat``). Clients are interleaved
 within each round; with several rounds the medians are reported. Where a STOMP connection's
 memory goes (stacks, Python objects, malloc; the allocation sites): ``probe_idle_memory.py``.
 """
@@ -66,6 +68,20 @@ HEARTBEATS = {"stomp.py": (10000, 10000), "stomp.py-5s": (5000, 5000)}
 def _rss() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def _thread_cpu_ns() -> collections.Counter[str]:
+    """CPU time so far of each kind of thread of this process (``/proc/self/task/*/schedstat``,
+    in ns), keyed by thread name without its number or connection."""
+    names = {t.native_id: t.name.split(" ")[0].rstrip("-0123456789") for t in threading.enumerate()}
+    spent: collections.Counter[str] = collections.Counter()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as stat:
+                spent[names.get(int(tid), "other")] += int(stat.read().split()[0])
+        except FileNotFoundError:
+            continue  # the thread ended meanwhile
+    return spent
 
 
 def _ours(uri: str) -> Any:
@@ -132,9 +148,11 @@ def child(client: str, uri: str, count: int, idle: float) -> dict[str, Any]:
     names = collections.Counter(
         t.name.split(" ")[0].rstrip("-0123456789") for t in threading.enumerate()
     )
-    cpu0 = time.process_time()
+    cpu0, by_thread0 = time.process_time(), _thread_cpu_ns()
     time.sleep(idle)
     cpu = time.process_time() - cpu0
+    by_thread = _thread_cpu_ns()
+    by_thread.subtract(by_thread0)
     threads2 = threading.active_count()
     return {
         "client": client,
@@ -144,6 +162,10 @@ def child(client: str, uri: str, count: int, idle: float) -> dict[str, Any]:
         "rss_kib_per_connection": (rss1 - rss0) / count / 1024,
         "idle_cpu_ms_per_connection_per_min": cpu / count / idle * 60e3,
         "threads": dict(names),
+        # Where the idle CPU goes: the timer or heart-beat thread, the readers, the main thread.
+        "idle_cpu_ms_per_connection_per_min_by_thread": {
+            name: round(ns / 1e6 / count / idle * 60, 3) for name, ns in by_thread.items() if ns > 0
+        },
         "idle_seconds": idle,
     }
 
@@ -194,6 +216,14 @@ def main() -> None:
     medians = {
         f"{client} x{count}": {k: statistics.median(r[k] for r in rs) for k in keys}
         | {"threads": rs[-1]["threads"]}
+        | {
+            "idle_cpu_by_thread": {
+                name: statistics.median(
+                    r["idle_cpu_ms_per_connection_per_min_by_thread"].get(name, 0.0) for r in rs
+                )
+                for name in rs[-1]["idle_cpu_ms_per_connection_per_min_by_thread"]
+            }
+        }
         for (client, count), rs in runs.items()
     }
     rows = []

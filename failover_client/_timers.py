@@ -14,6 +14,11 @@ loss of a hung broker to a thread of its own.
 
 Time is the injected clock's: the thread waits with ``clock.wait`` on an event that a new,
 earlier deadline (or a cancel) sets, so it sleeps exactly until the next deadline.
+
+A wake-up runs every entry that is due by then, and also those that said they may run a little
+early (a heart-beat may go out a tenth of its interval ahead of time; a silence check may not):
+with many connections the thread wakes once for a group of beats instead of once per beat, and
+the entries of a group come due together again after it.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ __all__ = ["TimerEntry", "Timers", "timers_for"]
 
 _log = logging.getLogger("failover_client")
 
-Callback = Callable[[float], "float | None"]
-"""Called with the time it runs at; returns when to run next (absolute), or None to end."""
+Callback = Callable[[float], "float | tuple[float, float] | None"]
+"""Called with the time it runs at; returns when to run next (absolute), or None to end. The
+time may come with how much earlier it may run, ``(when, early)``, to share another entry's
+wake-up."""
 
 THREAD_NAME = "failover-client-timer"
 
@@ -64,7 +71,8 @@ class Timers:
         self._clock = clock
         self._name = name
         self._lock = threading.Lock()
-        self._heap: list[tuple[float, int, TimerEntry]] = []
+        self._heap: list[tuple[float, int, TimerEntry, float]] = []
+        """(when, order, entry, how much earlier it may run)."""
         self._order = itertools.count()  # ties run in scheduling order; entries never compare
         self._wake = threading.Event()
         self._ended = threading.Condition(self._lock)
@@ -73,14 +81,15 @@ class Timers:
         self._live = 0
         """Entries scheduled and not cancelled (the thread ends when none is left)."""
 
-    def schedule(self, when: float, callback: Callback) -> TimerEntry:
-        """Run ``callback(now)`` at ``when`` (clock time), then again whenever it asks."""
+    def schedule(self, when: float, callback: Callback, early: float = 0.0) -> TimerEntry:
+        """Run ``callback(now)`` at ``when`` (clock time), or up to ``early`` seconds sooner
+        when the thread wakes for another entry then; then again whenever it asks."""
         entry = TimerEntry(self, callback)
         with self._lock:
             self._live += 1
             if self._live == 1:
                 self._ended.notify_all()  # a cancel waiting for the thread to end: it goes on
-            self._push_locked(when, entry)
+            self._push_locked(when, entry, early)
         return entry
 
     def cancel(self, entry: TimerEntry) -> None:
@@ -109,8 +118,8 @@ class Timers:
         with self._lock:
             return self._live
 
-    def _push_locked(self, when: float, entry: TimerEntry) -> None:
-        heapq.heappush(self._heap, (when, next(self._order), entry))
+    def _push_locked(self, when: float, entry: TimerEntry, early: float = 0.0) -> None:
+        heapq.heappush(self._heap, (when, next(self._order), entry, early))
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
@@ -119,35 +128,54 @@ class Timers:
 
     def _run(self) -> None:
         clock = self._clock
+        heap = self._heap
         while True:
             with self._lock:
-                while self._heap and self._heap[0][2].cancelled:
-                    heapq.heappop(self._heap)
-                if not self._heap:
+                while heap and heap[0][2].cancelled:
+                    heapq.heappop(heap)
+                if not heap:
                     self._thread = None  # the next schedule() starts a new thread
                     self._ended.notify_all()
                     return
-                when, _, entry = self._heap[0]
+                when = heap[0][0]
                 now = clock.monotonic()
                 if when > now:
                     self._wake.clear()  # under the lock: a push after this sets it again
                     due = None
                 else:
-                    heapq.heappop(self._heap)
-                    due = entry
+                    due = self._take_due_locked(now)
             if due is None:
                 # Ends at the deadline, or earlier when schedule()/cancel() set the event.
                 clock.wait(self._wake, when - now)
                 continue
-            following = self._call(due, now)
-            with self._lock:
-                if following is not None and not due.cancelled:
-                    self._push_locked(following, due)
-                elif not due.cancelled:
-                    due.cancelled = True
-                    self._live -= 1
+            for entry in due:
+                if not entry.cancelled:  # else cancelled while an earlier one of these ran
+                    self._reschedule(entry, self._call(entry, now))
 
-    def _call(self, entry: TimerEntry, now: float) -> float | None:
+    def _take_due_locked(self, now: float) -> list[TimerEntry]:
+        """The due head, and with it every entry next in line that may run early enough to be
+        due ``now``: one wake-up for all of them."""
+        heap = self._heap
+        due: list[TimerEntry] = []
+        while heap and heap[0][0] - heap[0][3] <= now:
+            entry = heapq.heappop(heap)[2]
+            if not entry.cancelled:
+                due.append(entry)
+        return due
+
+    def _reschedule(self, entry: TimerEntry, following: float | tuple[float, float] | None) -> None:
+        with self._lock:
+            if entry.cancelled:
+                return
+            if following is None:
+                entry.cancelled = True
+                self._live -= 1
+            elif isinstance(following, tuple):
+                self._push_locked(following[0], entry, following[1])
+            else:
+                self._push_locked(following, entry)
+
+    def _call(self, entry: TimerEntry, now: float) -> float | tuple[float, float] | None:
         try:
             return entry.callback(now)
         except Exception:  # noqa: BLE001 - one connection's bug must not stop the others' timers

@@ -4,6 +4,7 @@ dispatch threads, each ending once its work is done."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from failover_client._clock import SystemClock
 from failover_client._timers import Timers, _forget_after_fork, timers_for
@@ -54,6 +55,70 @@ def test_timers_run_each_deadline_in_order_and_the_thread_ends_when_none_is_left
     assert not thread.is_alive()
     assert timers.thread is None
     assert len(timers) == 0
+
+
+def test_entries_that_may_run_early_share_the_wake_up_of_an_earlier_one() -> None:
+    clock = FakeClock(autojump=True)
+    timers = Timers(clock, name="timer-test")
+    ran: list[tuple[str, float]] = []
+    scheduled = threading.Event()
+
+    def gate(now: float) -> float | None:
+        assert scheduled.wait(WAIT)
+        return None
+
+    def beat(name: str, every: float) -> Callable[[float], tuple[float, float] | None]:
+        def run(now: float) -> tuple[float, float] | None:
+            ran.append((name, now))
+            return (now + every, 0.1) if now < 2.0 else None
+
+        return run
+
+    def check(now: float) -> float | None:
+        ran.append(("check", now))
+        return None
+
+    timers.schedule(0.5, gate)
+    timers.schedule(1.0, beat("a", 1.0))
+    timers.schedule(1.05, beat("b", 1.0), early=0.1)  # runs at 1.0, with "a"
+    timers.schedule(1.08, check)  # may not run early: a wake-up of its own
+    timers.schedule(1.5, beat("c", 1.0), early=0.1)  # too far ahead to join at 1.0
+    scheduled.set()
+    thread = timers.thread
+    assert thread is not None
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    # After sharing a wake-up, "a" and "b" come due together again.
+    assert ran == [
+        ("a", 1.0),
+        ("b", 1.0),
+        ("check", 1.08),
+        ("c", 1.5),
+        ("a", 2.0),
+        ("b", 2.0),
+        ("c", 2.5),
+    ]
+
+
+def test_an_entry_cancelled_during_a_shared_wake_up_does_not_run() -> None:
+    clock = FakeClock()
+    timers = Timers(clock, name="timer-test")
+    ran: list[str] = []
+
+    def first(now: float) -> float | None:
+        ran.append("first")
+        second.cancel()
+        return None
+
+    timers.schedule(1.0, first)
+    second = timers.schedule(1.05, lambda now: ran.append("second"), early=0.1)
+    keep = timers.schedule(9.0, lambda now: None)  # keeps the thread waiting afterwards
+    assert clock.wait_for_deadline(1.0)
+    clock.advance(1.0)
+    assert clock.wait_for_deadline(9.0)  # the shared wake-up at 1.0 is over
+    assert ran == ["first"]
+    keep.cancel()
+    assert timers.thread is None
 
 
 def test_a_cancelled_entry_never_runs_and_its_thread_ends_at_once() -> None:

@@ -434,22 +434,30 @@ def test_negotiate(wanted: tuple[int, int], server: str | None, plan: HeartbeatP
 
 def test_state_sends_beats_and_declares_silence_after_the_limit() -> None:
     state = HeartbeatState(HeartbeatPlan(0.5, 1.5, 0.5), now=10.0)
-    assert state.poll(10.0) == Tick(send_beat=False, wait=0.5)
-    assert state.poll(10.5) == Tick(send_beat=True, wait=0.5)
+    # A beat's deadline may be met a tenth of its interval early; the silence limit's may not.
+    assert state.poll(10.0) == Tick(send_beat=False, wait=0.5, early=pytest.approx(0.05))
+    assert state.poll(10.5) == Tick(send_beat=True, wait=0.5, early=pytest.approx(0.05))
     state.received(10.9)
-    assert state.poll(11.0) == Tick(send_beat=True, wait=0.5)
+    assert state.poll(11.0) == Tick(send_beat=True, wait=0.5, early=pytest.approx(0.05))
     state.sent(11.2)
-    assert state.poll(11.3) == Tick(send_beat=False, wait=pytest.approx(0.4))
-    assert state.poll(12.3) == Tick(send_beat=True, wait=pytest.approx(0.1))
+    assert state.poll(11.3) == Tick(send_beat=False, wait=pytest.approx(0.4), early=0.05)
+    assert state.poll(12.3) == Tick(send_beat=True, wait=pytest.approx(0.1), early=0.0)
     lost = state.poll(12.4)
     assert lost.silence == pytest.approx(1.5)
     assert lost.send_beat is False
 
 
+def test_state_sends_a_beat_up_to_a_tenth_of_its_interval_early() -> None:
+    state = HeartbeatState(HeartbeatPlan(1.0, 0.0), now=0.0)
+    assert state.poll(0.89) == Tick(send_beat=False, wait=pytest.approx(0.11), early=0.1)
+    assert state.poll(0.9) == Tick(send_beat=True, wait=1.0, early=0.1)
+    assert state.poll(1.8) == Tick(send_beat=True, wait=1.0, early=0.1)
+
+
 def test_state_does_not_judge_silence_during_a_dispatch() -> None:
     state = HeartbeatState(HeartbeatPlan(0.0, 1.5, 0.5), now=0.0)
     state.dispatch_started()
-    assert state.poll(10.0) == Tick(wait=1.5)
+    assert state.poll(10.0) == Tick(wait=1.5)  # no beats: never early
     state.dispatch_finished(10.0)
     assert state.poll(11.0) == Tick(wait=0.5)
     assert state.poll(11.6).silence == pytest.approx(1.6)

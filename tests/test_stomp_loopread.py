@@ -145,6 +145,16 @@ def test_each_readiness_is_one_recv_and_the_frames_it_completes(rig: Rig) -> Non
     assert reader.is_alive()
 
 
+def test_heart_beats_reach_the_listeners_and_never_count_towards_a_frame(rig: Rig) -> None:
+    reader = rig.reader()
+    reader.start()
+    for _ in range(3):
+        rig.broker.sendall(b"\n")
+        rig.readable()
+    assert rig.listener.seen == ["heart-beat"] * 3
+    assert rig.transport._unframed == 0  # the frame-size limit counts frames, not beats
+
+
 def test_a_large_burst_is_read_a_chunk_per_readiness(rig: Rig) -> None:
     rig.reader().start()
     burst = b"".join(message(f"{n:04}") for n in range(1000))  # about 70 KiB

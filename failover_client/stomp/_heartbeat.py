@@ -13,6 +13,21 @@ of silence. A SIGSTOPped broker is therefore noticed between 1 and 1.5 intervals
 byte it sent. Outgoing beats go out when nothing was written for half the negotiated send
 interval, so a broker that checks us with its own grace never sees a gap.
 
+Why half, and not the configured interval on the wire as stomp.py asks for
+(``benchmarks/probe_broker_beats.py`` measures both brokers): asked for beats every T, ActiveMQ
+Classic sends one every T on an idle connection, but after any other frame (a RECEIPT, a
+MESSAGE) stays silent for up to 1.98 T: only a watchdog waiting more than two intervals could
+tell it from a hung broker, and the bound of ``grace`` (1.5) wanted intervals would not hold.
+RabbitMQ beats at half of what it is asked for (silent for about T at most after a frame), so
+with it the wire carries four beats per wanted interval; the client cannot tell the two apart
+before CONNECTED, and the header is sent before it. Sending: ActiveMQ closed a connection whose
+beats came every 1.4 T (1.2 T passed), so beats at the negotiated T would leave a timer thread
+that is late by a fifth of T no room; half leaves half.
+
+A beat may also go out up to a tenth of its interval early (``BEAT_EARLY``), so that the shared
+timer wakes once for the beats of many connections that fall due close together; a silence
+check never runs early.
+
 Time comes from the injected clock; the watchdog's deadlines run on the process's shared timer
 thread (:mod:`failover_client._timers`), not on a thread per connection.
 """
@@ -37,6 +52,11 @@ __all__ = [
 ]
 
 DEFAULT_GRACE = 1.5
+
+BEAT_EARLY = 0.1
+"""The fraction of the beat interval by which a beat may go out early, to share a wake-up of the
+shared timer with other connections' beats: a beat every 0.45-0.5 negotiated intervals is still
+well inside what a broker checks."""
 
 
 def request_header(heartbeat: tuple[int, int]) -> str:
@@ -101,7 +121,7 @@ def negotiate(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tick:
     """What the watchdog should do now."""
 
@@ -110,6 +130,9 @@ class Tick:
     """Set when the broker is lost: how long it has been silent."""
     wait: float | None = None
     """Seconds until the next check; None when there is nothing (more) to watch."""
+    early: float = 0.0
+    """How much sooner than ``wait`` the next check may come: a beat's slack when the next
+    deadline is a beat's, 0 when it is the silence limit's."""
 
 
 class HeartbeatState:
@@ -159,27 +182,35 @@ class HeartbeatState:
             self._last_received = max(self._last_received, now)
 
     def poll(self, now: float) -> Tick:
-        """Decide at time ``now``: send a beat?, is the broker lost?, when to look again."""
+        """Decide at time ``now``: send a beat?, is the broker lost?, when to look again.
+
+        A beat is due once nothing was written for ``beat_every`` less its slack
+        (``BEAT_EARLY``); the broker is lost only once the whole silence limit has passed.
+        """
         with self._lock:
             plan = self.plan
-            waits: list[float] = []
+            wait: float | None = None
+            early = 0.0
             if plan.silence_limit:
                 silence = now - self._last_received
                 if self._dispatching:
-                    waits.append(plan.silence_limit)
+                    wait = plan.silence_limit
                 elif silence >= plan.silence_limit:
                     return Tick(silence=silence)
                 else:
-                    waits.append(plan.silence_limit - silence)
+                    wait = plan.silence_limit - silence
             send_beat = False
-            if plan.beat_every:
+            every = plan.beat_every
+            if every:
+                slack = every * BEAT_EARLY
                 idle = now - self._last_sent
-                if idle >= plan.beat_every:
+                if idle >= every - slack:
                     send_beat = True
                     self._last_sent = now
                     idle = 0.0
-                waits.append(plan.beat_every - idle)
-            return Tick(send_beat=send_beat, wait=min(waits) if waits else None)
+                if wait is None or every - idle <= wait:
+                    wait, early = every - idle, slack
+            return Tick(send_beat=send_beat, wait=wait, early=early)
 
 
 class HeartbeatMonitor:
@@ -274,8 +305,9 @@ class HeartbeatMonitor:
             self._send_beat()
         return tick
 
-    def _on_timer(self, now: float) -> float | None:
-        """The shared timer's callback: when to look again (absolute), None to end."""
+    def _on_timer(self, now: float) -> tuple[float, float] | None:
+        """The shared timer's callback: when to look again (absolute) and how much earlier it
+        may (to share a wake-up), None to end."""
         tick = self._step(now)
         if tick.silence is not None:
             reporter = threading.Thread(
@@ -288,7 +320,7 @@ class HeartbeatMonitor:
                 self._reporter = reporter
             reporter.start()
             return None
-        return None if tick.wait is None else now + tick.wait
+        return None if tick.wait is None else (now + tick.wait, tick.early)
 
     def run(self) -> None:
         """The watchdog's timeline on the calling thread, waiting on the clock between looks.

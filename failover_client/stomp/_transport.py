@@ -399,6 +399,16 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         # stomp.py 9's __read_frames line for line, but for the parser (see _decode).
         for frame in frames:
             if self._BaseTransport__is_eol(frame):
+                if not stomp_log.isEnabledFor(stomp_log.DEBUG):
+                    # A heart-beat: receive() has told the watchdog already. stomp.py's
+                    # notify would sort the listeners under a lock, look "on_heartbeat" up on
+                    # each and debug-log its absence; the listeners are told directly.
+                    self._unframed = len(self._BaseTransport__recvbuf)
+                    for listener in tuple(self.listeners.values()):
+                        on_heartbeat = getattr(listener, "on_heartbeat", None)
+                        if on_heartbeat is not None:
+                            on_heartbeat()
+                    continue
                 parsed = stomp_utils.HEARTBEAT_FRAME
             else:
                 parsed = parse_frame(frame)
