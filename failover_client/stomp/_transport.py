@@ -15,8 +15,9 @@ Two more hooks:
 * ``receive`` reports every chunk read (the heart-beat watchdog counts any byte as life) and
   turns end-of-file on a TLS socket into the end of the I/O loop: stomp.py treats an empty TLS
   read as "no data yet" and would spin on a closed connection.
-* ``process_frame`` reports frames whose command STOMP does not define, and hands a MESSAGE
-  (and a RECEIPT stomp.py has no bookkeeping for) to the listeners directly.
+* ``process_frame`` reports frames whose command STOMP does not define, and hands a MESSAGE,
+  a RECEIPT stomp.py has no bookkeeping for and a heart-beat to the listeners directly
+  (``_direct``).
 * ``_BaseTransport__read_frames`` is stomp.py's own loop over the frames read, with the
   header parser of ``_decode`` (the same frames, a fraction of the work per header), and
   ``_BaseTransport__read`` its read of one burst, with the frame split of ``_decode`` (the
@@ -58,6 +59,7 @@ from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
 from failover_client.stomp._decode import parse_frame, split_frames
+from failover_client.stomp._direct import tell_beat, told_directly
 from failover_client.stomp._ioloop import read_burst, read_loop
 from failover_client.stomp._loopread import on_reading_loop
 
@@ -399,15 +401,8 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         # stomp.py 9's __read_frames line for line, but for the parser (see _decode).
         for frame in frames:
             if self._BaseTransport__is_eol(frame):
-                if not stomp_log.isEnabledFor(stomp_log.DEBUG):
-                    # A heart-beat: receive() has told the watchdog already. stomp.py's
-                    # notify would sort the listeners under a lock, look "on_heartbeat" up on
-                    # each and debug-log its absence; the listeners are told directly.
+                if tell_beat(self.listeners):  # see _direct
                     self._unframed = len(self._BaseTransport__recvbuf)
-                    for listener in tuple(self.listeners.values()):
-                        on_heartbeat = getattr(listener, "on_heartbeat", None)
-                        if on_heartbeat is not None:
-                            on_heartbeat()
                     continue
                 parsed = stomp_utils.HEARTBEAT_FRAME
             else:
@@ -438,31 +433,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         if command not in _SERVER_FRAMES:
             self._on_bad_frame(str(f.cmd)[:40])
             return
-        if command == "message" and not stomp_log.isEnabledFor(stomp_log.DEBUG):
-            # stomp.py notifies "before_message", then "message", each time sorting its
-            # listeners under a lock and looking the method up by name; nothing else happens
-            # for a MESSAGE. The listeners (the session's) are told directly: once per message
-            # consumed, that walk was a tenth of the I/O thread's time.
-            for listener in tuple(self.listeners.values()):
-                listener.on_message(f)
-            return
-        if command == "receipt" and self._plain_receipt(f):
-            # The same walk for a RECEIPT stomp.py did not register (its own DISCONNECT
-            # bookkeeping; ours never does): what it does besides is a no-op removal and a
-            # notify of a condition nothing waits on. One per awaited confirmed send.
-            for listener in tuple(self.listeners.values()):
-                listener.on_receipt(f)
+        if told_directly(self.listeners, self._BaseTransport__receipts, command, f):  # see _direct
             return
         super().process_frame(f, frame_str)
-
-    def _plain_receipt(self, f: Any) -> bool:
-        """Whether stomp.py's notify would do nothing for this RECEIPT but tell listeners."""
-        receipt = f.headers.get("receipt-id")
-        return (
-            receipt is not None
-            and receipt not in self._BaseTransport__receipts
-            and not stomp_log.isEnabledFor(stomp_log.DEBUG)
-        )
 
     def write_quietly(self, frame: Any) -> None:
         """Write ``frame`` without stomp.py's listeners or debug log (used for CONNECT).
