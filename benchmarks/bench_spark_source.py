@@ -10,12 +10,18 @@ Spark's ``noop`` sink: every message is received on the driver, spooled (``numPa
 Arrow files per batch under the checkpoint, written before its offsets are reported), read back
 by that many executor tasks, and acknowledged to the broker after Spark committed its batch.
 
-The alternative in the same run: a plain stomp.py consumer of the same queue, with the same
-guarantee (``client-individual`` acknowledgements, one ACK per message after it was handled,
-the same prefetch as the source's), timed from SUBSCRIBE to the last message. Each round runs
-the plain consumer, then the source once per ``--partitions`` value, in an order that
-alternates between rounds (the machine is noisy); figures are medians over ``--reps`` rounds,
-after an unrecorded warm-up round that starts the Python workers and warms the broker.
+The alternative in the same run: plain stomp.py consumers of the same queue, with the same
+guarantee (every message acknowledged after it was handled, the same prefetch as the source's),
+timed from SUBSCRIBE to the last acknowledgement written (``benchmarks/_stomp_anchor.py``):
+cumulative ``client`` acknowledgements every 100 and every 50 messages, written from stomp.py's
+reading thread or from a thread of their own; the fastest of them by median is the anchor of
+the ratios (cumulative every batch stalls after ActiveMQ's first page of 200: not run). An
+extra row: ``client-individual`` with one ACK per message from the listener
+(it can deadlock with ActiveMQ, docs/receiving.md; a run with no message for 15 s is closed and
+reported as stalled). Each round runs the plain consumers, then the source once per
+``--partitions`` value; every other round the other way round, each in reverse order (the
+machine is noisy); figures are medians over ``--reps`` rounds, after an unrecorded warm-up
+round that starts the Python workers and warms the broker.
 
 * ``source msg/s`` (the headline): messages over the time from the start of the query's first
   batch (the ``timestamp`` of its first progress event: when that trigger began) to the end of
@@ -33,7 +39,7 @@ after an unrecorded warm-up round that starts the Python workers and warms the b
 * ``acknowledged``: the queue is empty on the broker (every message acknowledged) this long
   after the last batch ended: the ack of a batch waits for the next plan (Spark commits
   batch N when it plans N+1);
-* ``ratio``: the source's rate (headline) over the plain consumer's rate of the same round;
+* ``ratio``: the source's rate (headline) over the anchor's rate of the same round;
 * ``median_ms``: the median of each of Spark's ``durationMs`` parts over a run's full batches
   (``latestOffset`` is the source's plan: acknowledging, taking, spooling);
 
@@ -41,7 +47,7 @@ after an unrecorded warm-up round that starts the Python workers and warms the b
   runs the source on the driver (the one of Spark's workers connected to the broker), the
   most of any round.
 
-Target: the source's rate (headline) >= 0.8x the plain stomp.py consumer's.
+Target: the source's rate (headline) >= 0.8x the anchor's (the fastest plain consumer).
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ from benchmarks._common import (  # noqa: E402
     write_json,
 )
 from benchmarks._proc_rss import clients_of, memory  # noqa: E402
+from benchmarks._stomp_anchor import Anchor, anchors, consume  # noqa: E402
 from failover_client import FailoverConnection  # noqa: E402
 from failover_client.spark import register  # noqa: E402
 from failover_client.testing.brokers import Broker, Cluster  # noqa: E402
@@ -79,7 +86,7 @@ from failover_client.testing.spark import SparkSessions  # noqa: E402
 BODY = "x" * 128
 STORES = {"disk": None, "memory": "/dev/shm"}
 TARGET = 0.8
-"""The source's rate (headline) as a share of the plain stomp.py consumer's (same round)."""
+"""The source's rate (headline) as a share of the fastest plain stomp.py consumer's (same round)."""
 
 
 class Batches:
@@ -156,42 +163,18 @@ def emptied(broker: Broker, destination: str, since: float, timeout: float = 60.
     return None
 
 
-def plain_stomp(cluster: Cluster, messages: int, batch: int) -> dict[str, Any]:
-    """The same queue read by hand with stomp.py, acknowledging each message after it."""
-    import stomp  # type: ignore[import-untyped]  # noqa: PLC0415 - the alternative only
-
+def plain_stomp(cluster: Cluster, messages: int, batch: int, anchor: Anchor) -> dict[str, Any]:
+    """The same queue read by hand with stomp.py the way ``anchor`` says."""
     destination = f"/queue/bench.spark.plain.{uuid.uuid4().hex[:8]}"
     precreate(cluster, destination)
-    uri = cluster.failover_uri("stomp")
-    fill_rate = fill(uri, destination, messages)
+    fill_rate = fill(cluster.failover_uri("stomp"), destination, messages)
     endpoint = cluster[0].endpoint("stomp")
-    conn = stomp.Connection12([(endpoint.host, endpoint.port)], heartbeats=(0, 0))
-    done = threading.Event()
-    seen = [0]
-
-    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_message(self, frame: Any) -> None:
-            conn.ack(frame.headers["ack"])
-            seen[0] += 1
-            if seen[0] == messages:
-                done.set()
-
-    conn.set_listener("bench", Listener())
-    conn.connect(wait=True)
-    started = time.perf_counter()
-    conn.subscribe(
-        destination,
-        id="plain",
-        ack="client-individual",
-        headers={"activemq.prefetchSize": str(2 * batch)},
-    )
-    try:
-        if not done.wait(600):  # a safety net; it returns when the last message came
-            raise TimeoutError(f"{seen[0]} of {messages} messages arrived")
-        elapsed = time.perf_counter() - started
-    finally:
-        conn.disconnect()
-    return {"messages": messages, "fill_per_s": round(fill_rate), "per_s": messages / elapsed}
+    run = consume(endpoint.host, endpoint.port, destination, messages, 2 * batch, anchor)
+    if run["stalled"]:
+        # What a stalled run left would hold the broker's memory and slow the runs after it.
+        left = messages - run["arrived"]
+        cluster[0].drain(destination, timeout=300.0, idle=2.0, expect=left)
+    return {**run, "fill_per_s": round(fill_rate)}
 
 
 def one_run(
@@ -260,6 +243,157 @@ def driver_memory(broker: Broker) -> dict[str, Any]:
     return {f"source_{key}_mb": round(value / 2**20, 1) for key, value in figures.items()}
 
 
+def one_round(
+    cluster: Cluster,
+    spark: Any,
+    batches: Batches,
+    args: argparse.Namespace,
+    counts: list[int],
+    rep: int,
+) -> dict[str, Any]:
+    """Every plain consumer, then the source at each partition count, or the other way round
+    and in reverse order every other round (the machine is noisy)."""
+    kinds = anchors()
+    forward = rep % 2 == 0
+
+    def plains() -> dict[str, dict[str, Any]]:
+        ordered = kinds if forward else list(reversed(kinds))
+        return {a.name: plain_stomp(cluster, args.messages, args.batch, a) for a in ordered}
+
+    def sources() -> dict[int, dict[str, Any]]:
+        ordered = counts if forward else list(reversed(counts))
+        return {n: one_run(cluster, spark, batches, args.messages, args.batch, n) for n in ordered}
+
+    if forward:
+        plain, source = plains(), sources()
+    else:
+        source, plain = sources(), plains()
+    shown_plain = "; ".join(
+        f"{name} {run['per_s']:,.0f}"
+        if not run["stalled"]
+        else f"{name} stalled after {run['arrived']:,}"
+        for name, run in plain.items()
+    )
+    shown = ", ".join(
+        f"{n}p {run['per_s']:,.0f} (from start() {run['from_start_per_s']:,.0f})"
+        for n, run in sorted(source.items())
+    )
+    log(
+        f"{'warm-up' if rep == 0 else f'round {rep}'}: plain stomp.py {shown_plain}; source {shown}"
+    )
+    return {"plain": plain, "source": {str(n): r for n, r in source.items()}}
+
+
+def summarise(
+    rounds: list[dict[str, Any]],
+    counts: list[int],
+    args: argparse.Namespace,
+    result: dict[str, Any],
+) -> tuple[dict[str, Any], str]:
+    """Medians per consumer; the source's ratio against the fastest plain consumer (the one
+    with the highest median), round by round."""
+    plain_medians: dict[str, Any] = {}
+    for anchor in anchors():
+        runs = [r["plain"][anchor.name] for r in rounds]
+        done = [run["per_s"] for run in runs if not run["stalled"]]
+        plain_medians[anchor.name] = {
+            "per_s": statistics.median(done) if len(done) == len(runs) else None,
+            "stalled_rounds": len(runs) - len(done),
+            "arrived_when_stalled": [run["arrived"] for run in runs if run["stalled"]],
+        }
+    complete = {k: v["per_s"] for k, v in plain_medians.items() if v["per_s"] is not None}
+    anchor_name = max(complete, key=lambda k: complete[k])
+    anchor_median = complete[anchor_name]
+    medians: dict[str, Any] = {
+        "plain": plain_medians,
+        "anchor": anchor_name,
+        "plain_stomp_per_s": anchor_median,
+    }
+    rows: list[list[object]] = []
+    for n in counts:
+        runs = [(r["source"][str(n)], r["plain"][anchor_name]["per_s"]) for r in rounds]
+        for run, plain in runs:
+            run["ratio"] = run["per_s"] / plain
+        rate = statistics.median(run["per_s"] for run, _ in runs)
+        from_start = statistics.median(run["from_start_per_s"] for run, _ in runs)
+        steady = statistics.median(run["steady_per_s"] or 0 for run, _ in runs)
+        ratio = statistics.median(run["ratio"] for run, _ in runs)
+        start_ratio = statistics.median(run["from_start_per_s"] / p for run, p in runs)
+        peaks = [run["source_peak_rss_mb"] for run, _ in runs if "source_peak_rss_mb" in run]
+        peak = max(peaks) if peaks else None
+        medians[f"partitions_{n}"] = {
+            "source_peak_rss_mb": peak,
+            "per_s": rate,
+            "from_start_per_s": from_start,
+            "steady_per_s": steady,
+            "ratio": ratio,
+            "from_start_ratio": start_ratio,
+            "met": ratio >= TARGET,
+        }
+        shown_peak = "?" if peak is None else f"{peak:,.0f}"
+        rows.append(
+            [
+                f"source, {n}",
+                rate,
+                steady,
+                anchor_median,
+                f"{ratio:.2f}x",
+                ratio >= TARGET,
+                shown_peak,
+            ]
+        )
+        rows.append(
+            [
+                f"source, {n}, from start()",
+                from_start,
+                "",
+                anchor_median,
+                f"{start_ratio:.2f}x",
+                "",
+                "",
+            ]
+        )
+    for name, figures in plain_medians.items():
+        rate = figures["per_s"]
+        if rate is None:
+            arrived = ", ".join(f"{a:,}" for a in figures["arrived_when_stalled"])
+            shown = (
+                f"stalled in {figures['stalled_rounds']} of {len(rounds)} rounds (after {arrived})"
+            )
+            rows.append([f"plain: {name}", shown, "", "", "", "", ""])
+        else:
+            label = " (the anchor)" if name == anchor_name else ""
+            rows.append(
+                [
+                    f"plain: {name}{label}",
+                    rate,
+                    "",
+                    anchor_median,
+                    f"{rate / anchor_median:.2f}x",
+                    "",
+                    "",
+                ]
+            )
+    text = table(
+        f"Spark source into noop vs plain stomp.py consumers, one broker, "
+        f"{args.messages:,} messages, batches of {args.batch:,} ({args.store} store, "
+        f"median of {args.reps} rounds; load average {result['machine'].get('load_average')} "
+        f"at the start, {result['load_average_end']} at the end; "
+        f"target {TARGET}x the fastest plain consumer)",
+        [
+            "consumer (numPartitions)",
+            "msg/s (source: first batch to last)",
+            "source steady msg/s",
+            "anchor msg/s",
+            "ratio",
+            "met",
+            "source process peak RSS MB",
+        ],
+        rows,
+    )
+    return medians, text
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
@@ -285,74 +419,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with brokers(1, label="spark-src", full_jit=True, store=STORES[args.store]) as cluster:
             warm(cluster[0], "/queue/bench.warmup", 5000)
             for rep in range(args.reps + 1):  # round 0 warms Spark's workers and the broker
-                order = counts if rep % 2 == 0 else list(reversed(counts))
-                plain = plain_stomp(cluster, args.messages, args.batch)
-                sources = {
-                    n: one_run(cluster, spark, batches, args.messages, args.batch, n) for n in order
-                }
-                for run in sources.values():
-                    run["ratio"] = run["per_s"] / plain["per_s"]
-                shown = ", ".join(
-                    f"{n}p {run['per_s']:,.0f} ({run['ratio']:.2f}x; from start() "
-                    f"{run['from_start_per_s']:,.0f})"
-                    for n, run in sorted(sources.items())
-                )
-                log(
-                    f"{'warm-up' if rep == 0 else f'round {rep}'}: plain stomp.py "
-                    f"{plain['per_s']:,.0f} msg/s; source {shown}"
-                )
-                if rep > 0:
-                    rounds.append(
-                        {"plain": plain, "source": {str(n): r for n, r in sources.items()}}
-                    )
+                rounds.append(one_round(cluster, spark, batches, args, counts, rep))
     finally:
         spark.streams.removeListener(batches.listener)
         sessions.stop()
+    rounds = rounds[1:]  # the warm-up round is not recorded
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    plain_median = statistics.median(r["plain"]["per_s"] for r in rounds)
-    rows = []
-    medians: dict[str, Any] = {"plain_stomp_per_s": plain_median}
-    for n in counts:
-        runs = [r["source"][str(n)] for r in rounds]
-        rate = statistics.median(r["per_s"] for r in runs)
-        from_start = statistics.median(r["from_start_per_s"] for r in runs)
-        steady = statistics.median(r["steady_per_s"] or 0 for r in runs)
-        ratio = statistics.median(r["ratio"] for r in runs)
-        start_ratio = statistics.median(r["from_start_per_s"] / plain_median for r in runs)
-        peaks = [r["source_peak_rss_mb"] for r in runs if "source_peak_rss_mb" in r]
-        peak = max(peaks) if peaks else None
-        medians[f"partitions_{n}"] = {
-            "source_peak_rss_mb": peak,
-            "per_s": rate,
-            "from_start_per_s": from_start,
-            "steady_per_s": steady,
-            "ratio": ratio,
-            "met": ratio >= TARGET,
-        }
-        shown_peak = "?" if peak is None else f"{peak:,.0f}"
-        rows.append(
-            [f"{n}", rate, steady, plain_median, f"{ratio:.2f}x", ratio >= TARGET, shown_peak]
-        )
-        rows.append(
-            [f"{n}, from start()", from_start, "", plain_median, f"{start_ratio:.2f}x", "", ""]
-        )
-    text = table(
-        f"Spark source into noop vs a plain stomp.py consumer, one broker, "
-        f"{args.messages:,} messages, batches of {args.batch:,} ({args.store} store, "
-        f"median of {args.reps} rounds; load average {result['machine'].get('load_average')} "
-        f"at the start, {result['load_average_end']} at the end; "
-        f"target {TARGET}x)",
-        [
-            "numPartitions",
-            "source msg/s (first batch to last)",
-            "source steady msg/s",
-            "plain stomp.py msg/s",
-            "ratio",
-            "met",
-            "source process peak RSS MB",
-        ],
-        rows,
-    )
+    medians, text = summarise(rounds, counts, args, result)
     result["rounds"] = rounds
     result["medians"] = medians
     result["target"] = {"ratio": TARGET}
