@@ -1,8 +1,9 @@
 """The source's consumer on the driver: subscriptions with client acks, and a buffer.
 
-One ``FailoverConnection`` subscribes to every destination with ``client-individual``
+One ``FailoverConnection`` subscribes to every destination with ``client`` (cumulative)
 acknowledgement, so a message stays the broker's responsibility until the source acknowledges
-it, after Spark committed the batch that holds it. The broker's prefetch bounds what is
+it, after Spark committed the batch that holds it; the ``AckFrontier`` writes one ACK where
+every message before it is done (``_frontier``). The broker's prefetch bounds what is
 delivered and not yet acknowledged (ActiveMQ ``activemq.prefetchSize``, RabbitMQ
 ``prefetch-count``; an AMQP link's credit is the connector's ``prefetch``), and so the buffer.
 After a fail-over the connection restores the subscriptions on the next broker; what the lost
@@ -31,6 +32,7 @@ from failover_client import (
     SubscriptionFailed,
     SystemClock,
 )
+from failover_client.spark._frontier import AckFrontier
 from failover_client.spark._options import SourceOptions
 from failover_client.spark._spool import SpooledMessage
 
@@ -84,6 +86,7 @@ class Consumer:
         self._subscriptions: list[Subscription] = []
         self._product: str | None = None
         self._delivered = threading.Event()
+        self._frontier: AckFrontier[Message] = AckFrontier()
 
     def start(self) -> None:
         """Subscribe, connect, and wait (a while) for the brokers to confirm the subscriptions.
@@ -103,7 +106,7 @@ class Consumer:
             subscription = self._connection.subscribe(
                 destination,
                 self._arrive,
-                ack="client-individual",
+                ack="client",
                 headers=headers,
                 prefetch=prefetch(self._options),
             )
@@ -124,6 +127,7 @@ class Consumer:
         # The subscription's handler worker: keep it short, the next delivery waits behind it.
         # The message's session is the engine's slot; its adapter session names the product.
         product = getattr(getattr(message.session, "session", None), "product", None)
+        self._frontier.arrived(message)
         with self._lock:
             self._buffer.append(message)
             if product is not None:
@@ -210,6 +214,15 @@ class Consumer:
         """Deliveries received and not yet taken."""
         with self._lock:
             return len(self._buffer)
+
+    def acknowledge(self, messages: Sequence[Message]) -> list[Message]:
+        """Acknowledge ``messages`` (done: committed, or copies of committed ones).
+
+        Cumulatively: one ACK per (subscription, session) whose delivered messages are done up
+        to a newer one than before, so possibly none. Returns the messages whose ACKs were
+        written (to :meth:`ask` about).
+        """
+        return self._frontier.acknowledge(messages)
 
     def ask(self, messages: Sequence[Message]) -> SettleQuestion:
         """Ask the brokers to confirm the acknowledgements of ``messages``; ``wait`` on it."""

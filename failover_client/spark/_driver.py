@@ -93,8 +93,8 @@ class SourceDriver:
         self._pacer = Pacer(options, self._clock)
         self._acknowledged = 0
         self._unconfirmed: list[Message] = []
-        """Acknowledged, not yet confirmed by a broker: copies of committed messages (acked on
-        arrival), confirmed with the next commit or at close."""
+        """ACKs written and not yet asked to be confirmed (copies of committed messages,
+        acknowledged on arrival): asked with the next commit or at close."""
         self._depth_asked: float | None = None
         self._acker = acker or ThreadPoolExecutor(1, thread_name_prefix="failover-source-acks")
         """Writes each committed batch's ACKs, one batch after the other (tests: inline)."""
@@ -333,10 +333,9 @@ class SourceDriver:
         if not deliveries:
             return 0
         admission = self.ledger.admit(deliveries)
-        for delivery in admission.ack_now:
-            delivery.ack()
-        self._acknowledged += len(admission.ack_now)
-        self._unconfirmed += admission.ack_now
+        if admission.ack_now:
+            self._unconfirmed += self.consumer.acknowledge(admission.ack_now)
+            self._acknowledged += len(admission.ack_now)
         if admission.ack_now or admission.held:
             log.info(
                 "failover source: %d redelivered messages were spooled before (%d committed, "
@@ -385,26 +384,24 @@ class SourceDriver:
     def _acknowledge(self, end: int) -> _Asked | None:
         """Record the commit of offsets below ``end`` and acknowledge them; ask the brokers to
         confirm every acknowledgement not yet confirmed (returned, with their count)."""
+        done: list[Message] = []
         if end > self.ledger.committed:
             # Durable first: if the acks are lost, the ids on disk still catch the redeliveries.
             self.spool.commit(end, lambda batch: ids_if_whole(batch, self.ledger.ids_of(batch.end)))
             done = self.ledger.commit(end)
             self._acknowledged += len(done)
-            self._unconfirmed += done
-        waiting, self._unconfirmed = self._unconfirmed, []
-        if not waiting:
+        written, self._unconfirmed = self._unconfirmed, []
+        if not done and not written:
             return None
-        # Written by the acknowledging thread, in order: ten thousand ACK frames take a
-        # quarter to most of a second of Python, spent while Spark's JVM plans and runs the
-        # batch rather than before it (measured, docs/spark.md).
-        return _Asked(self._acker.submit(self._ack_and_ask, waiting), len(waiting), end)
+        # Written by the acknowledging thread, off the plan's critical path: Spark's JVM plans
+        # and runs the batch meanwhile (measured, docs/spark.md).
+        asked = self._acker.submit(self._ack_and_ask, done, written)
+        return _Asked(asked, len(done) + len(written), end)
 
-    def _ack_and_ask(self, messages: list[Message]) -> SettleQuestion:
-        """Acknowledge ``messages`` (copies acknowledged before are skipped) and ask the
-        brokers to confirm; runs on the acknowledging thread."""
-        for message in messages:
-            message.ack()
-        return self.consumer.ask(messages)
+    def _ack_and_ask(self, done: list[Message], written: list[Message]) -> SettleQuestion:
+        """Acknowledge ``done`` (cumulatively: a few ACK frames) and ask the brokers to
+        confirm those and the ACKs ``written`` before; runs on the acknowledging thread."""
+        return self.consumer.ask([*written, *self.consumer.acknowledge(done)])
 
     def _await(self, asked: _Asked | None, what: str | None = None) -> None:
         """Wait (at most :data:`ACK_CONFIRM_WAIT`) for the brokers' answer; warn if incomplete."""
@@ -428,12 +425,14 @@ class SourceDriver:
         if outcome.complete:
             return
         log.warning(
-            "failover source: %s: the brokers confirmed %d of %d acknowledgements; %d went with "
-            "a lost connection, %d are unconfirmed after %.0f s (%s). What a broker did not "
-            "get it delivers again, and the source drops it by id as a copy of a committed one",
+            "failover source: %s (%d messages): the brokers confirmed %d of %d acknowledgements; "
+            "%d went with a lost connection, %d have no answer after %.0f s (%s). What a "
+            "broker did not get it delivers again, and the source drops it by id as a copy of a "
+            "committed one",
             what,
-            outcome.confirmed,
             count,
+            outcome.confirmed,
+            outcome.confirmed + outcome.lost + outcome.unconfirmed,
             outcome.lost,
             outcome.unconfirmed,
             ACK_CONFIRM_WAIT,
