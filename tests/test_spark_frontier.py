@@ -136,3 +136,34 @@ def test_a_committed_batch_is_one_ack_on_the_wire_and_settles_nothing_after_it(
         assert driver.lag()["acknowledged"] == 6
     finally:
         driver.close()
+
+
+def test_a_failover_starts_a_new_order_and_the_dead_sessions_ack_is_not_written(
+    fake: tuple[FakeConnector, FakeClock], tmp_path: Path
+) -> None:
+    connector, _ = fake
+    driver, consumer = driver_with_consumer(fake, tmp_path)
+    try:
+        old = connector.session("a:61613")
+        (sub,) = old.subscriptions
+        for n in range(2):
+            old.deliver(sub, f"a{n}".encode(), message_id=f"A:{n}")
+        consumer.wait_delivery(1.0)
+        connector.behave("a:61613", "refuse")
+        old.kill()
+        # Restored on b: its subscription is there once the connection is up again.
+        assert connector.wait_until(
+            lambda: any(s.address.key == "b:61613" and s.subscriptions for s in connector.sessions)
+        )
+        new = connector.session("b:61613")
+        (sub_b,) = new.subscriptions
+        for n in range(2):
+            new.deliver(sub_b, f"b{n}".encode(), message_id=f"B:{n}")
+        assert driver.latest(0, 4) == 4
+        assert driver.latest(4, 4) == 4  # Spark committed 0..4
+        # b's own ACK covers b's two; a's session is gone, its messages come again from a.
+        assert [r.message_id for r in new.acks] == ["B:1"]
+        assert new.unsettled(sub_b) == 0
+        assert old.acks == []
+    finally:
+        driver.close()
