@@ -99,8 +99,7 @@ def test_committed_batches_leave_the_broker_and_an_uncommitted_one_comes_back_on
         first.close()  # confirms the ACKs written; the uncommitted batch stays unacknowledged
     # The ACKs covered exactly the committed batches: not the batch still running, nor what
     # was delivered and not yet taken.
-    held = held_by_broker(cluster, queue); print('HELD', held, committed, stopped_at)
-    assert held == MESSAGES - committed
+    assert held_by_broker(cluster, queue) == MESSAGES - committed
 
     second = open_driver(cluster, queue, checkpoint)
     try:
