@@ -85,7 +85,7 @@ class FrameEvents:
             if beats is not None:
                 beats.dispatch_finished(state.clock.monotonic())
         try:
-            state.page_in.delivered(message.subscription_id, self._outbound.write_now)
+            state.page_in.delivered(message.subscription_id)
         except BrokerUnavailable:
             # The session is closing or lost: teardown reports that (on_lost or close()),
             # and a queue of a dead session needs no waking.

@@ -19,6 +19,21 @@ acknowledgement written in between; acknowledgements wake the queue themselves, 
 subscription that acknowledges as it goes never causes one, and a queue that has nothing more
 to page in ends the deliveries and so the pairs.
 
+Two fallbacks keep a subscription from starving where the count alone would leave it. A pair
+that cannot be written when its step comes (``write`` answers "not now": another thread holds
+the session's write lock, maybe for a heart-beat or a frame of another subscription, which wake
+nothing here) stays due and goes with the next delivery, one pending pair per subscription. And
+a subscription that holds messages received since its last acknowledgement, and has had no
+delivery for :data:`PAUSE_FIRST` seconds (the page ran out before the next step: 60
+deliveries, then nothing), gets a pair from the session's timer (the process's shared timer
+thread, never waited for: the pair is skipped like any other when the write lock is busy, and
+tried again after the same pause). While pairs bring nothing the pause before the next doubles,
+up to :data:`PAUSE_LONGEST`, so a queue that is simply empty, or a producer's slow trickle,
+costs one pair per :data:`PAUSE_LONGEST` seconds, not a storm. A delivery starts the pauses
+over; an acknowledgement (which wakes the queue itself), the end of the subscription and the
+end of the session end them. With cumulative ``client`` acknowledgement, one ACK per processed
+batch, these are the only wake-ups between two ACKs.
+
 Subscriptions the engine acknowledges itself (a user's ``auto`` ones,
 ``SubscriptionSpec.engine_acks``) are not watched: their acknowledgements keep coming, and the
 pairs a delivery burst ahead of the handler would cause cost a callback consumer about 15% of
@@ -29,11 +44,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 
+from failover_client._clock import Clock
+from failover_client._errors import BrokerUnavailable
+from failover_client._timers import TimerEntry, Timers, timers_for
 from failover_client.adapter import SubscriptionSpec
 from failover_client.stomp._flow import BrokerKind
 
-__all__ = ["ACTIVEMQ_PAGE_SIZE", "PAGE_IN_STEP", "PageIn", "page_in_id"]
+__all__ = [
+    "ACTIVEMQ_PAGE_SIZE",
+    "PAGE_IN_STEP",
+    "PAUSE_FIRST",
+    "PAUSE_LONGEST",
+    "PageIn",
+    "page_in_id",
+]
 
 ACTIVEMQ_PAGE_SIZE = 200
 """ActiveMQ Classic's default ``maxPageSize``: a prefetch up to it fits in the first page."""
@@ -41,6 +67,13 @@ ACTIVEMQ_PAGE_SIZE = 200
 PAGE_IN_STEP = 100
 """Unacknowledged deliveries between two wake-ups: half a default page, so the next page is
 asked for while the current one is still arriving."""
+
+PAUSE_FIRST = 0.5
+"""Seconds without a delivery after which a subscription holding messages gets a pair: a page
+of 200 arrives on loopback in a few milliseconds, so a pause this long means it ran out."""
+
+PAUSE_LONGEST = 8.0
+"""The longest pause between two pairs that brought nothing (the pause doubles until then)."""
 
 _SUFFIX = "~page-in"
 
@@ -63,63 +96,166 @@ def _needs_waking(spec: SubscriptionSpec, kind: BrokerKind) -> bool:
     )
 
 
+def _pair(subscription_id: str, queue: str) -> tuple[tuple[str, dict[str, str]], ...]:
+    nudge = page_in_id(subscription_id)
+    # client-individual: were a message ever dispatched to it, the UNSUBSCRIBE would return it
+    # to the queue unconsumed (auto would consume it).
+    subscribe = {
+        "destination": queue,
+        "id": nudge,
+        "ack": "client-individual",
+        "activemq.prefetchSize": "0",
+    }
+    return (("SUBSCRIBE", subscribe), ("UNSUBSCRIBE", {"id": nudge}))
+
+
+class _Watch:
+    """One watched subscription's counts (guarded by its :class:`PageIn`'s lock)."""
+
+    __slots__ = ("count", "last", "pause", "queue", "retry", "write")
+
+    def __init__(self, queue: str, write: Write) -> None:
+        self.queue = queue
+        self.write = write
+        self.count = 0
+        """Deliveries since the last acknowledgement or pair."""
+        self.retry = False
+        """A step's pair was due and not written: the next delivery writes it."""
+        self.last = 0.0
+        """When the last delivery came or the last pause's pair was tried."""
+        self.pause: float | None = None
+        """How long after ``last`` the next pause's pair is due; None: holds nothing."""
+
+
 class PageIn:
     """The subscriptions of one session whose queue may need waking, and their counts.
 
-    Thread-safe: deliveries are counted on the I/O thread, acknowledgements on callers'.
+    Thread-safe: deliveries are counted on the I/O thread, acknowledgements on callers',
+    pauses on the shared timer thread of ``clock`` (``timers``, by default the process's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock, timers: Timers | None = None) -> None:
+        self._clock = clock
+        self._timers = timers
         self._lock = threading.Lock()
-        self._watched: dict[str, tuple[str, int]] = {}
-        """subscription id -> (queue, deliveries since the last acknowledgement or wake-up)"""
+        self._watched: dict[str, _Watch] = {}
+        self._entry: TimerEntry | None = None
+        """The pause check on the timer, while a watched subscription holds messages."""
+        self._due = 0.0
+        """When the pause check runs next."""
+        self._generation = 0
+        """Which pause check is the current one (one replaced ends at its next run)."""
+        self._closed = False
         self.wakeups = 0
         """Pairs written so far (SUBSCRIBE and UNSUBSCRIBE of a prefetch-0 consumer)."""
 
-    def watch(self, spec: SubscriptionSpec, kind: BrokerKind) -> None:
-        """Start counting for ``spec`` if ActiveMQ may stop paging its queue in for it."""
+    def watch(self, spec: SubscriptionSpec, kind: BrokerKind, write: Write) -> None:
+        """Start counting for ``spec`` if ActiveMQ may stop paging its queue in for it.
+
+        ``write`` writes a pair together or not at all, without waiting (False when another
+        thread is writing), and may raise :class:`BrokerUnavailable` (the session is gone).
+        """
         if _needs_waking(spec, kind):
             with self._lock:
-                self._watched[spec.id] = (spec.destination, 0)
+                self._watched[spec.id] = _Watch(spec.destination, write)
 
     def forget(self, subscription_id: str) -> None:
-        """The subscription ended: its late deliveries wake nothing."""
+        """The subscription ended: its late deliveries and its pauses wake nothing."""
         with self._lock:
             self._watched.pop(subscription_id, None)
 
     def acknowledged(self, subscription_id: str) -> None:
         """An ACK or NACK was written for the subscription: the broker wakes its queue."""
         with self._lock:
-            entry = self._watched.get(subscription_id)
-            if entry is not None:
-                self._watched[subscription_id] = (entry[0], 0)
+            watch = self._watched.get(subscription_id)
+            if watch is not None:
+                watch.count, watch.retry, watch.pause = 0, False, None
 
-    def delivered(self, subscription_id: str, write: Write) -> None:
+    def delivered(self, subscription_id: str) -> None:
         """Count one message of the subscription; every :data:`PAGE_IN_STEP`, wake its queue.
 
-        ``write`` writes the pair together or not at all (False when another thread is
-        writing: what it writes, an ACK or a SEND, wakes the queue too), and may raise
-        (:class:`BrokerUnavailable` when the session is gone). The count is reset first, so
-        a pair not written is not retried before another step of messages.
+        A pair not written now (another thread writing) is due again at the next delivery.
+        Raises what ``write`` raises (:class:`BrokerUnavailable`).
         """
         with self._lock:
-            entry = self._watched.get(subscription_id)
-            if entry is None:
+            watch = self._watched.get(subscription_id)
+            if watch is None:
                 return
-            queue, count = entry[0], entry[1] + 1
-            due = count >= PAGE_IN_STEP
-            self._watched[subscription_id] = (queue, 0 if due else count)
+            watch.count += 1
+            watch.last = self._clock.monotonic()
+            watch.pause = PAUSE_FIRST
+            due = watch.retry or watch.count >= PAGE_IN_STEP
+            if due:
+                # Claimed here, under the lock: the timer never writes the same pair too.
+                watch.count, watch.retry = 0, False
+            replaced = self._check_by(watch.last + PAUSE_FIRST)
+        if replaced is not None:
+            replaced.cancel()  # never waits: the check that replaces it is scheduled already
         if not due:
             return
-        nudge = page_in_id(subscription_id)
-        # client-individual: were a message ever dispatched to it, the UNSUBSCRIBE would
-        # return it to the queue unconsumed (auto would consume it).
-        subscribe = {
-            "destination": queue,
-            "id": nudge,
-            "ack": "client-individual",
-            "activemq.prefetchSize": "0",
-        }
-        if write((("SUBSCRIBE", subscribe), ("UNSUBSCRIBE", {"id": nudge}))):
-            with self._lock:
+        written = watch.write(_pair(subscription_id, watch.queue))  # a raise: session gone
+        with self._lock:
+            if written:
                 self.wakeups += 1
+            else:
+                watch.retry = True  # one pending pair at most: a flag, not a count
+
+    def close(self) -> None:
+        """The session ended: no pause writes anything from now on."""
+        with self._lock:
+            self._closed = True
+            entry, self._entry = self._entry, None
+        if entry is not None:
+            entry.cancel()  # outside the lock: it may wait for a callback that takes it
+
+    def _check_by(self, when: float) -> TimerEntry | None:
+        """Have the pause check run by ``when`` (lock held); returns the check it replaces.
+
+        While deliveries flow the check is already due sooner and stays; after pauses that
+        grew, a delivery brings it forward, and the old one is cancelled.
+        """
+        if self._closed or (self._entry is not None and self._due <= when):
+            return None
+        if self._timers is None:
+            self._timers = timers_for(self._clock)
+        self._generation += 1
+        replaced, self._due = self._entry, when
+        self._entry = self._timers.schedule(when, partial(self._on_timer, self._generation))
+        return replaced
+
+    def _on_timer(self, generation: int, now: float) -> float | None:
+        """The pause check (shared timer thread): write the pairs due, say when to look again."""
+        with self._lock:
+            if self._closed or generation != self._generation:
+                return None  # closed, or replaced while it was about to run
+            due: list[tuple[str, _Watch, float]] = []
+            for subscription_id, watch in self._watched.items():
+                pause = watch.pause
+                if pause is not None and watch.last + pause <= now:
+                    due.append((subscription_id, watch, pause))
+                    watch.count, watch.retry, watch.last = 0, False, now
+                    watch.pause = min(2 * pause, PAUSE_LONGEST)
+        for subscription_id, watch, pause in due:
+            try:
+                written = watch.write(_pair(subscription_id, watch.queue))
+            except BrokerUnavailable:
+                written = False  # the session is gone: its teardown closes this
+            with self._lock:
+                if written:
+                    self.wakeups += 1
+                elif watch.pause is not None and watch.last == now:  # no delivery since
+                    # Not written (another thread writing): tried again after the same pause,
+                    # not a longer one, as it brought nothing only by not being sent.
+                    watch.pause, watch.retry = pause, True
+        with self._lock:
+            following = min(
+                (w.last + w.pause for w in self._watched.values() if w.pause is not None),
+                default=None,
+            )
+            if generation != self._generation:
+                return None
+            if following is None or self._closed:
+                self._entry = None  # the next delivery schedules a new check
+                return None
+            self._due = following
+            return following

@@ -252,8 +252,8 @@ class StompSession:
         name): see ``failover_client.stomp._flow``. It binds in the ``client`` modes only.
         On ActiveMQ Classic, a queue subscription the application acknowledges, with a
         prefetch above 200, has its queue woken after every 100 messages received without an
-        acknowledgement, or the broker would stop paging messages in for it (see
-        ``failover_client.stomp._pagein``).
+        acknowledgement, and after a pause in deliveries while it holds messages, or the broker
+        would stop paging messages in for it (see ``failover_client.stomp._pagein``).
 
         With ``on_confirm`` a receipt is requested: RECEIPT confirms the subscription, an
         ERROR naming the receipt refuses it (:class:`SubscriptionRefused`; ActiveMQ does so
@@ -261,7 +261,7 @@ class StompSession:
         """
         kind = self._state.broker_kind
         frame_headers = subscribe_headers(spec, self._client_id, kind)
-        self._state.page_in.watch(spec, kind)
+        self._state.page_in.watch(spec, kind, self._outbound.write_now)
         if on_confirm is None:
             self._outbound.write("SUBSCRIBE", frame_headers, None)
             return

@@ -112,7 +112,7 @@ class SessionState:
 
         self.transport: BoundTransport | None = None
         self.receipts = ReceiptBook()
-        self.page_in = PageIn()
+        self.page_in = PageIn(clock)
         """Wakes ActiveMQ queues for subscriptions that hold their messages (``_pagein``)."""
         self.group: GroupCommit | None = None
         """Set when confirmed sends are batched into transactions (after CONNECTED)."""

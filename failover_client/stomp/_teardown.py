@@ -121,6 +121,7 @@ def release(state: SessionState) -> None:
     monitor = state.monitor
     if monitor is not None:
         monitor.stop(join_timeout=timeout)
+    state.page_in.close()
     transport = state.transport
     if transport is None:
         return
@@ -184,5 +185,6 @@ def lose(state: SessionState, cause: ConnectionFailure) -> None:
     monitor = state.monitor
     if monitor is not None:
         monitor.stop()
+    state.page_in.close()
     if state.transport is not None:
         state.transport.abort()

@@ -240,6 +240,7 @@ def build_activemq_cluster(spec: ClusterSpec, root: Path) -> Cluster:
             extra=extra,
             users=spec.users,
             shared_store=str(root / "shared-kahadb") if spec.shared_store else None,
+            max_page_size=spec.max_page_size,
         )
         jvm = (*(spec.jvm_options or FAST_JVM_OPTIONS), f"-Xmx{heap_of(spec)}")
         brokers.append(LocalActiveMQ(name, root / name, config, endpoints, jvm))

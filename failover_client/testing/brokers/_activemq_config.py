@@ -58,6 +58,8 @@ class ActiveMQConfig:
     """A KahaDB directory this broker shares with others (shared-storage master/slave): the
     one holding its lock is the master; the others wait on the lock with their connectors
     stopped. None: the broker's own ``<data_dir>/kahadb``."""
+    max_page_size: int | None = None
+    """Every queue's ``maxPageSize`` (messages paged in per wake-up); None: the broker's 200."""
 
 
 def _authentication(users: Sequence[BrokerUser]) -> list[str]:
@@ -167,6 +169,12 @@ def render_broker_xml(cfg: ActiveMQConfig) -> str:
         f" brokerName={quoteattr(cfg.broker_name)} dataDirectory={quoteattr(cfg.data_dir)}"
         ' useJmx="false" schedulerSupport="false" persistent="true" advisorySupport="true">',
     ]
+    if cfg.max_page_size is not None:
+        out.append(
+            "    <destinationPolicy><policyMap><policyEntries>"
+            f'<policyEntry queue="&gt;" maxPageSize="{cfg.max_page_size}"/>'
+            "</policyEntries></policyMap></destinationPolicy>"
+        )
     if cfg.network_peers:
         out.append("    <networkConnectors>")
         for peer in cfg.network_peers:

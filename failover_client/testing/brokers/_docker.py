@@ -220,9 +220,9 @@ def build_docker_cluster(spec: ClusterSpec, root: Path) -> Cluster:
     problem = docker_missing(spec.kind)
     if problem is not None:
         raise BackendUnavailable(problem)
-    if spec.network or spec.tls or spec.extra_connectors or spec.users:
+    if spec.network or spec.tls or spec.extra_connectors or spec.users or spec.max_page_size:
         raise BackendUnavailable(
-            "the docker backend runs plain brokers only (no network, TLS or users)"
+            "the docker backend runs plain brokers only (no network, TLS, users or page size)"
         )
     image = _image_for(spec.kind)
     brokers: list[ContainerBroker] = []

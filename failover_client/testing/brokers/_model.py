@@ -177,6 +177,9 @@ class ClusterSpec:
     (``"512m"``, ``"2g"``); None means ``$FAILOVER_ACTIVEMQ_HEAP``, else 1 GB, which held
     100,000 queued 128-byte messages where 256 MB ran out of memory. The heap grows only as
     the broker needs it (it starts at 64 MB).
+
+    ``max_page_size`` (ActiveMQ only) sets every queue's ``maxPageSize``: how many stored
+    messages the broker pages in per wake-up of the queue (None: the broker's 200).
     """
 
     kind: BrokerKind
@@ -190,6 +193,7 @@ class ClusterSpec:
     users: tuple[BrokerUser, ...] = ()
     shared_store: bool = False
     heap: str | None = None
+    max_page_size: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BrokerKind(self.kind))
@@ -216,6 +220,7 @@ class ClusterSpec:
                 ("extra_connectors", self.extra_connectors),
                 ("jvm_options", self.jvm_options),
                 ("heap", self.heap),
+                ("max_page_size", self.max_page_size),
             ):
                 if value:
                     raise ValueError(
@@ -223,6 +228,8 @@ class ClusterSpec:
                     )
         if self.heap is not None and not _HEAP.match(self.heap):
             raise ValueError(f"heap={self.heap!r}: give a size as -Xmx takes it, e.g. '1g'")
+        if self.max_page_size is not None and self.max_page_size < 1:
+            raise ValueError(f"max_page_size={self.max_page_size}: a page holds at least 1")
         if self.advertise not in ("stomp", "tcp"):
             raise ValueError(f"advertise={self.advertise!r}: choose 'stomp' or 'tcp'")
         names = [c.name for c in self.extra_connectors]
@@ -233,6 +240,7 @@ class ClusterSpec:
         if not self.label:
             label = self.kind.value + ("-net" if self.network else "")
             label += "-shared" if self.shared_store else ""
+            label += f"-page{self.max_page_size}" if self.max_page_size else ""
             object.__setattr__(self, "label", label + ("-auth" if self.users else ""))
 
 
