@@ -81,6 +81,8 @@ class ScriptedTransport:
         self.start_error: BaseException | None = None
         self.write_error: BaseException | None = None
         self.aborted = 0
+        self.resets = 0
+        """Aborts that end the connection with RST (a lost session), not FIN."""
         self.closed_unstarted = 0
         self.io_thread = None
         self.stage = "TCP connect"
@@ -136,8 +138,9 @@ class ScriptedTransport:
     def join_writer(self, timeout: float) -> bool:
         return True
 
-    def abort(self) -> None:
+    def abort(self, *, reset: bool = False) -> None:
         self.aborted += 1
+        self.resets += reset
 
     def close_unstarted(self) -> None:
         self.closed_unstarted += 1
@@ -506,6 +509,22 @@ def test_loss_fails_outstanding_confirmations_then_calls_on_lost_once() -> None:
     with pytest.raises(BrokerUnavailable, match="session was lost"):
         session.subscribe(SubscriptionSpec(id="s", destination="/queue/a"), None)
     assert len(outcomes) == 2
+
+
+def test_a_lost_session_resets_its_connection_a_closed_one_does_not() -> None:
+    # A broker that stopped reading never sees a FIN queued behind our unread bytes, keeps
+    # the connection and refuses the reconnect's client id: a loss ends it with RST.
+    lost = Harness()
+    lost_session = lost.connect()
+    lost.transport.play("disconnected")
+    closed = Harness(close_timeout=0.5)
+    closed_session = closed.connect()
+    closed_session.close()
+    assert not lost_session.is_open
+    assert not closed_session.is_open
+    assert (lost.transport.aborted, lost.transport.resets) == (1, 1)
+    # close() says DISCONNECT: the FIN after it lets the broker read the ACKs before it.
+    assert (closed.transport.aborted, closed.transport.resets) == (1, 0)
 
 
 def test_error_without_receipt_ends_the_session_with_the_brokers_message() -> None:

@@ -5,8 +5,11 @@ A real listening socket on loopback stands for the broker; the resolver is injec
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import socket
+import struct
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -124,3 +127,61 @@ def test_a_receipt_takes_stomp_py_s_path_when_its_debug_log_is_on(
         t.process_frames([b"RECEIPT\nreceipt-id:r-2\n\n\x00"])
     assert heard.receipts == ["r-2"]
     assert any("received frame" in record.getMessage() for record in caplog.records)
+
+
+_TCP_ESTABLISHED = 1
+_TCP_CLOSE = 7
+
+
+def _tcp_state(sock: socket.socket) -> int:
+    """The kernel's TCP state of ``sock`` (``tcpi_state``, the first byte of TCP_INFO)."""
+    info: bytes = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)
+    return info[0]
+
+
+def _stalled_pair(listener: socket.socket) -> tuple[BoundTransport, socket.socket]:
+    """A connected transport whose peer never reads, with the peer's window filled: what a
+    broker that stopped reading (its reader waiting for its own blocked write) leaves."""
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    t = transport(listener.getsockname()[1], [])
+    t.attempt_connection()
+    peer, _ = listener.accept()
+    t.socket.setblocking(False)
+    chunk = b"ACK\nid:1\n\n\x00" * 4096
+    with contextlib.suppress(BlockingIOError):
+        while t.socket.send(chunk):
+            pass  # until the peer's window and our send buffer are full
+    t.socket.setblocking(True)
+    return t, peer
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="TCP_INFO (Linux) shows the state")
+def test_a_reset_abort_ends_the_connection_of_a_peer_that_stopped_reading(
+    listener: socket.socket,
+) -> None:
+    t, peer = _stalled_pair(listener)
+    try:
+        t.abort(reset=True)
+        t.cleanup()  # what the I/O thread does once the loop ends: close the socket
+        # The peer's side is gone at once, unread bytes and all: a broker frees the
+        # connection's client id instead of refusing the reconnect as "already connected".
+        assert _tcp_state(peer) == _TCP_CLOSE
+        assert peer.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET
+    finally:
+        peer.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="TCP_INFO (Linux) shows the state")
+def test_a_plain_abort_leaves_a_peer_that_stopped_reading_connected(
+    listener: socket.socket,
+) -> None:
+    # Why a lost session resets: the FIN of a plain close waits behind the bytes the peer
+    # has not taken, so a peer that does not read never learns that the connection ended.
+    t, peer = _stalled_pair(listener)
+    try:
+        t.abort()
+        t.cleanup()
+        assert _tcp_state(peer) == _TCP_ESTABLISHED
+    finally:
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()  # resets our orphaned end too, so it does not linger after the test

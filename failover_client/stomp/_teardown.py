@@ -187,4 +187,6 @@ def lose(state: SessionState, cause: ConnectionFailure) -> None:
         monitor.stop()
     state.page_in.close()
     if state.transport is not None:
-        state.transport.abort()
+        # A reset, not a FIN: a broker that stopped reading would never see the FIN, and
+        # would keep the connection and refuse our client id (see BoundTransport.abort).
+        state.transport.abort(reset=True)

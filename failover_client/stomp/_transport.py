@@ -46,6 +46,7 @@ import contextlib
 import selectors
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +85,9 @@ _CONDITIONS = tuple(
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
 """Bytes of one inbound frame at most (ActiveMQ's own ``maxFrameSize`` default, 100 MiB)."""
+
+_ABORTIVE = struct.pack("ii", 1, 0)
+"""``SO_LINGER`` on with a zero timeout: ``close`` resets the connection (RST, not FIN)."""
 
 _SERVER_FRAMES = frozenset({"connected", "message", "receipt", "error", "heartbeat"})
 
@@ -475,12 +479,21 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         # thread, which is the one that has to notice the hang.
         sock.send(b"\n", socket.MSG_DONTWAIT)
 
-    def abort(self) -> None:
+    def abort(self, *, reset: bool = False) -> None:
         """End the I/O loop from any thread, without a polite goodbye.
 
         Shutting the socket down wakes a thread blocked in ``recv``/``select`` and one blocked
         in ``sendall`` (a hung broker's full receive window); the I/O thread then closes the
         socket and the send queue itself. Frames still queued for the writer are dropped.
+
+        ``reset``: the close that follows sends RST instead of FIN (for a lost session, see
+        :func:`~failover_client.stomp._teardown.lose`). A FIN waits in the send queue behind
+        every byte the broker has not taken, so a broker that stopped reading never sees it:
+        it keeps the connection, and refuses the client id of the reconnect ("already
+        connected"), until the kernel gives up on the orphaned socket, about 100 s of
+        zero-window probes on Linux. A RST goes out at once, with the sequence number the
+        broker expects even when its window is closed (Linux sends it at the window's edge),
+        and ends the connection on the broker's side too.
         """
         self.running = False
         writer = self._writer
@@ -488,6 +501,9 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
             writer.cancel()
         sock = self.socket
         if sock is not None:
+            if reset:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _ABORTIVE)
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
