@@ -148,6 +148,9 @@ def test_other_connect_errors_are_broker_unavailable_and_ignore_stack_traces() -
     assert str(error) == (
         f"{BROKER}: broker refused the connection: Client c1 already connected: "
         "javax.jms.InvalidClientIDException: Broker: b1 - Client: c1 already connected"
+        " (the broker still holds a connection with this client id: this client's previous"
+        " one, until the broker notices that it ended, or another client's with the same"
+        " client id; tried again on the reconnect schedule)"
     )
 
 

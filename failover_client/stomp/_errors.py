@@ -51,6 +51,16 @@ _RABBITMQ_HINT = (
     " ?vhost=<name>)"
 )
 
+# ActiveMQ Classic refuses a CONNECT whose client-id one of its connections has already
+# (javax.jms.InvalidClientIDException, "Client: <id> already connected from tcp://...").
+_CLIENT_ID_TAKEN = re.compile(r"InvalidClientIDException|already connected", re.IGNORECASE)
+
+_CLIENT_ID_HINT = (
+    " (the broker still holds a connection with this client id: this client's previous one,"
+    " until the broker notices that it ended, or another client's with the same client id;"
+    " tried again on the reconnect schedule)"
+)
+
 _MAX_TEXT = 300
 """Broker error bodies can hold whole Java stack traces; messages keep the useful start."""
 
@@ -105,7 +115,8 @@ def connect_error_from_frame(
         # A RabbitMQ vhost refusal reads like a credentials problem; say what to change.
         hint = _RABBITMQ_HINT if _rabbitmq(headers, raw) and _vhost_of(broker) is None else ""
         return AuthenticationFailed(f"broker refused the credentials: {text}{hint}", broker=broker)
-    return BrokerUnavailable(f"broker refused the connection: {text}", broker=broker)
+    hint = _CLIENT_ID_HINT if _CLIENT_ID_TAKEN.search(raw) else ""
+    return BrokerUnavailable(f"broker refused the connection: {text}{hint}", broker=broker)
 
 
 def _rabbitmq(headers: Mapping[str, str], text: str) -> bool:
