@@ -20,11 +20,11 @@ from failover_client.stomp._pagein import (
     PAUSE_FIRST,
     PAUSE_LONGEST,
     PageIn,
-    page_in_id,
 )
 from failover_client.testing import FakeClock
 from failover_client.testing._clock import SAFETY_TIMEOUT
 from tests.test_stomp_adapter_session import Harness
+from tests.test_stomp_pagein import WAKE
 
 SPEC = SubscriptionSpec("s1", "/queue/q", "client", prefetch=3000)
 
@@ -223,20 +223,6 @@ def test_a_subscription_that_needs_no_waking_schedules_nothing() -> None:
 
 
 # --- through the session ----------------------------------------------------------------------
-
-
-WAKE = [
-    (
-        "SUBSCRIBE",
-        {
-            "destination": "/queue/q",
-            "id": page_in_id("s1"),
-            "ack": "client-individual",
-            "activemq.prefetchSize": "0",
-        },
-    ),
-    ("UNSUBSCRIBE", {"id": page_in_id("s1")}),
-]
 
 
 class Wired:
