@@ -502,6 +502,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         sock = self.socket
         if sock is not None:
             if reset:
+                # The I/O thread may have closed it already: then there is nothing to reset.
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _ABORTIVE)
             with contextlib.suppress(OSError):
