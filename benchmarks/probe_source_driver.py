@@ -6,9 +6,10 @@ Each run starts one ActiveMQ broker (store in memory), queues ``--messages``, op
 source's driver (``SourceDriver``) and calls ``latest`` and ``planned`` in a loop as Spark's
 micro-batches do, with no pause for Spark's own part of a batch, so the acknowledgements of
 each committed batch are written while the broker delivers the next. It prints the wall time
-of each run and, per run, the batches whose ``latestOffset`` took longer than ``--stall``
-seconds and the connection losses the log reported. With the DEBUG timeline on
-(``--timeline``) every offset call is logged as in docs/spark.md.
+of each run, the driver process's CPU time per message and, per run, the batches whose
+``latestOffset`` took longer than ``--stall`` seconds and the connection losses the log
+reported. With the DEBUG timeline on (``--timeline``) every offset call is logged as in
+docs/spark.md.
 
 This is where the ActiveMQ wedge of docs/receiving.md ("Reading is not always enough") was
 caught: while the source wrote one ACK frame per message, every batch's ten thousand at once,
@@ -47,8 +48,9 @@ class Losses(logging.Handler):
             self.lines.append(f"{time.strftime('%H:%M:%S')} {text[:160]}")
 
 
-def one_run(messages: int, batch: int, stall: float) -> tuple[float, list[str]]:
-    """One broker, one queue, one driver: (wall seconds, the slow offset calls)."""
+def one_run(messages: int, batch: int, stall: float) -> tuple[float, float, list[str]]:
+    """One broker, one queue, one driver: (wall seconds, this process's CPU seconds, the slow
+    offset calls). The broker is another process: the CPU is the driver's (all its threads)."""
     slow: list[str] = []
     with brokers(1, store="/dev/shm") as cluster:
         dest = f"/queue/probe.{uuid.uuid4().hex[:8]}"
@@ -66,7 +68,7 @@ def one_run(messages: int, batch: int, stall: float) -> tuple[float, list[str]]:
         driver = _open_driver(options)
         try:
             driver.consumer.wait_delivery(30.0)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             end = driver.initial()
             while end < messages:
                 asked = time.perf_counter()
@@ -78,7 +80,7 @@ def one_run(messages: int, batch: int, stall: float) -> tuple[float, list[str]]:
                     driver.planned(end, new)
                 end = new
             driver.commit(end)
-            return time.perf_counter() - started, slow
+            return time.perf_counter() - started, time.process_time() - cpu, slow
         finally:
             driver.close()
 
@@ -99,8 +101,12 @@ def main() -> None:
         logging.getLogger("failover_client.spark").setLevel(logging.DEBUG)
     for run in range(1, args.runs + 1):
         losses.lines.clear()
-        wall, slow = one_run(args.messages, args.batch, args.stall)
-        print(f"run {run}: {args.messages} messages in {wall:.1f} s", flush=True)
+        wall, cpu, slow = one_run(args.messages, args.batch, args.stall)
+        print(
+            f"run {run}: {args.messages} messages in {wall:.1f} s, "
+            f"{cpu / args.messages * 1e6:.1f} us of the driver process's CPU per message",
+            flush=True,
+        )
         for line in slow + losses.lines:
             print(f"  {line}", flush=True)
 
