@@ -29,10 +29,12 @@ from failover_client import (
     SettleConfirmation,
     SubscriptionRefused,
 )
+from failover_client.adapter import Received
 from failover_client.spark import SparkOptionError, source_options
-from failover_client.spark._consumer import Consumer, open_connection, spooled, timestamp_ms
+from failover_client.spark._consumer import Consumer, open_connection
 from failover_client.spark._driver import SourceDriver
 from failover_client.spark._ledger import AckLedger
+from failover_client.spark._rows import spool_table
 from failover_client.spark._source import (
     FailoverStreamReader,
     SpoolPartition,
@@ -64,6 +66,12 @@ class Delivery:
     redelivered: bool = False
     session: Slot = field(default_factory=Slot)
     acks: int = 0
+
+    @property
+    def received(self) -> Received:
+        return Received(
+            "s", self.destination, self.body, self.headers, redelivered=self.redelivered
+        )
 
     def ack(self) -> None:
         self.acks += 1
@@ -547,33 +555,6 @@ def test_a_connection_that_gave_up_fails_the_next_take(tmp_path: Path) -> None:
         consumer.close()
 
 
-def test_a_delivery_becomes_a_spool_row_without_its_delivery_headers() -> None:
-    message = Delivery(
-        "p-1",
-        body=b"hello",
-        headers={"ack": "7", "subscription": "sub-1", "content-length": "5", "timestamp": "1700"},
-        redelivered=True,
-    )
-    (row,) = spooled([message])
-    assert row.headers == {"timestamp": "1700"}
-    assert (row.message_id, row.broker, row.redelivered) == ("p-1", "stomp://a:61613", True)
-    assert row.timestamp_ms == 1_700_000
-
-
-def test_each_row_names_the_broker_of_its_own_session() -> None:
-    a, b = Slot("stomp://a:61613"), Slot("stomp://b:61613")
-    rows = spooled([Delivery("1", session=a), Delivery("2", session=b), Delivery("3", session=a)])
-    assert [r.broker for r in rows] == ["stomp://a:61613", "stomp://b:61613", "stomp://a:61613"]
-
-
-def test_broker_timestamps_in_seconds_and_milliseconds() -> None:
-    assert timestamp_ms("1700000000123") == 1_700_000_000_123
-    assert timestamp_ms("1700000000") == 1_700_000_000_000  # RabbitMQ: seconds
-    assert timestamp_ms(None) is None
-    assert timestamp_ms("soon") is None
-    assert timestamp_ms("0") is None
-
-
 # --- the reader Spark sees ---------------------------------------------------------------------
 
 
@@ -589,7 +570,7 @@ def test_the_schema_matches_what_spark_expects_from_arrow(tmp_path: Path) -> Non
         source_schema(options),
     )
     spool = Spool.open(str(tmp_path), IDENTITY)
-    spool.write(0, spooled([Delivery("a", body=b"caf\xc3\xa9"), Delivery("b", body=b"\xff")]))
+    spool.write(0, spool_table([Delivery("a", body=b"caf\xc3\xa9"), Delivery("b", body=b"\xff")]))
     (batch,) = reader.read(SpoolPartition(spool.url, SpoolBatch(0, 2).name, 0, 2))
     assert batch.schema.equals(to_arrow_schema(source_schema(options), timezone="UTC"))
     assert batch.column("body_string").to_pylist() == ["café", "\ufffd"]
@@ -601,7 +582,7 @@ def test_a_partition_reads_only_its_offsets(tmp_path: Path) -> None:
         source_schema(source(tmp_path)),
     )
     spool = Spool.open(str(tmp_path), IDENTITY)
-    spool.write(10, spooled(deliveries(*"abcd")))
+    spool.write(10, spool_table(deliveries(*"abcd")))
     rows = pa.Table.from_batches(
         list(reader.read(SpoolPartition(spool.url, SpoolBatch(10, 14).name, 11, 13)))
     ).to_pylist()

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from failover_client.spark import SparkOptionError
@@ -16,11 +17,11 @@ from failover_client.spark._spool import (
     SPOOL_DIRECTORY,
     Spool,
     SpoolBatch,
-    SpooledMessage,
     SpoolGap,
     absolute_url,
     read_batch,
 )
+from tests.spool_support import SpooledMessage, table_of
 
 IDENTITY = {"destinations": ["/queue/in"], "selector": None}
 
@@ -37,8 +38,8 @@ def message(number: int, *, message_id: str | None = "") -> SpooledMessage:
     )
 
 
-def batch_of(start: int, count: int) -> list[SpooledMessage]:
-    return [message(n) for n in range(start, start + count)]
+def batch_of(start: int, count: int) -> pa.Table:
+    return table_of([message(n) for n in range(start, start + count)])
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_a_write_the_process_did_not_finish_is_removed(spool: Spool) -> None:
 
 def test_messages_without_an_id_or_a_timestamp_are_kept(spool: Spool) -> None:
     bare = SpooledMessage(b"", {}, "/queue/in", None, None, False, None)
-    spool.write(0, [bare])
+    spool.write(0, table_of([bare]))
     row = read_batch(spool.url, SpoolBatch(0, 1).name).to_pylist()[0]
     assert (row["message_id"], row["timestamp"], row["broker"], row["body"]) == (
         None,

@@ -17,9 +17,10 @@ from pyarrow import fs as pafs  # type: ignore[import-untyped]
 from failover_client.spark import SparkOptionError, _s3conf, _storage
 from failover_client.spark._fs import Location
 from failover_client.spark._s3conf import S3Settings, from_conf, from_mapping
-from failover_client.spark._spool import Spool, SpooledMessage, read_batch
+from failover_client.spark._spool import Spool, read_batch
 from failover_client.spark._storage import absolute, resolve
 from failover_client.testing.spark import LoopbackS3
+from tests.spool_support import SpooledMessage, table_of
 
 IDENTITY = {"destinations": ["/queue/in"], "selector": None}
 
@@ -203,12 +204,14 @@ def test_a_location_on_s3_reads_writes_lists_and_deletes(s3: LoopbackS3) -> None
 def test_a_spool_on_s3_survives_a_new_process_view(s3: LoopbackS3) -> None:
     settings = settings_of(s3)
     spool = Spool.open("s3a://bucket/unit/ck", IDENTITY, s3=settings)
-    messages = [
-        SpooledMessage(f"m-{n}".encode(), {}, "/queue/in", f"id-{n}", None, False, None)
-        for n in range(5)
-    ]
-    spool.write(0, messages[:3])
-    spool.write(3, messages[3:])
+    messages = table_of(
+        [
+            SpooledMessage(f"m-{n}".encode(), {}, "/queue/in", f"id-{n}", None, False, None)
+            for n in range(5)
+        ]
+    )
+    spool.write(0, messages.slice(0, 3))
+    spool.write(3, messages.slice(3))
     spool.commit(3, lambda batch: None)
     # A restarted driver: a new Spool object over the same location finds the same state.
     again = Spool.open("s3a://bucket/unit/ck", IDENTITY, s3=settings)

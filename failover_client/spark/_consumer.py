@@ -34,21 +34,14 @@ from failover_client import (
 )
 from failover_client.spark._frontier import AckFrontier
 from failover_client.spark._options import SourceOptions
-from failover_client.spark._spool import SpooledMessage
 
-__all__ = ["PER_DELIVERY_HEADERS", "Consumer", "open_connection", "spooled"]
+__all__ = ["Consumer", "open_connection"]
 
 log = logging.getLogger("failover_client.spark")
-
-PER_DELIVERY_HEADERS = frozenset({"ack", "subscription", "content-length"})
-"""STOMP headers that describe one delivery, not the message: left out of ``headers``."""
 
 SUBSCRIBE_WAIT = 10.0
 """How long the first batch waits for a broker to confirm the subscriptions (a refusal, such
 as a bad selector, fails the query; silence only delays it: the connection keeps trying)."""
-
-_SECONDS_BEFORE = 10**11
-"""A ``timestamp`` below this is in seconds (RabbitMQ), else milliseconds (ActiveMQ, Artemis)."""
 
 
 def open_connection(options: SourceOptions) -> FailoverConnection:
@@ -245,43 +238,3 @@ class Consumer:
             f"Consumer({', '.join(self._options.destinations)}, buffered={self.buffered()}, "
             f"connection={self._connection!r})"
         )
-
-
-def spooled(messages: Sequence[Message]) -> list[SpooledMessage]:
-    """What the spool keeps of deliveries: the messages, not the deliveries' bookkeeping."""
-    # The session is the engine's slot; its broker is the redacted member address, worked
-    # out once per slot here (the slots stay referenced by the messages meanwhile).
-    brokers: dict[int, str | None] = {}
-    rows = []
-    for message in messages:
-        session = message.session
-        broker = brokers.get(id(session), "")
-        if broker == "":
-            named = getattr(session, "broker", None)
-            broker = brokers[id(session)] = None if named is None else str(named)
-        headers = {k: v for k, v in message.headers.items() if k not in PER_DELIVERY_HEADERS}
-        rows.append(
-            SpooledMessage(
-                body=message.body,
-                headers=headers,
-                destination=message.destination,
-                message_id=message.message_id,
-                timestamp_ms=timestamp_ms(headers.get("timestamp")),
-                redelivered=message.redelivered,
-                broker=broker,
-            )
-        )
-    return rows
-
-
-def timestamp_ms(text: str | None) -> int | None:
-    """The broker's ``timestamp`` header in milliseconds since the epoch (None if absent)."""
-    if not text:
-        return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        return None
-    if value <= 0:
-        return None
-    return value * 1000 if value < _SECONDS_BEFORE else value

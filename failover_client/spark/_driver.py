@@ -38,12 +38,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from failover_client import Clock, ConnectionFailure, Message, SettleQuestion, SystemClock
-from failover_client.spark._consumer import Consumer, spooled
+from failover_client.spark._consumer import Consumer
 from failover_client.spark._depth import QueueDepth, answers_statistics
 from failover_client.spark._ledger import AckLedger
 from failover_client.spark._options import SourceOptions
 from failover_client.spark._pacing import Pacer, Step
 from failover_client.spark._partitions import ids_if_whole, write_parts
+from failover_client.spark._rows import spool_table
 from failover_client.spark._spool import Spool, SpoolBatch, SpoolGap
 
 __all__ = ["ACK_CONFIRM_WAIT", "DEPTH_REFRESH", "DEPTH_WAIT", "RECONNECT_WAIT", "SourceDriver"]
@@ -346,7 +347,7 @@ class SourceDriver:
             )
         if not admission.fresh:
             return len(deliveries)
-        rows = spooled(admission.fresh)
+        rows = spool_table(admission.fresh)
         timer.lap("rows")
         batch = write_parts(self.spool, self._position, rows, self._options.num_partitions)
         timer.lap("spool")

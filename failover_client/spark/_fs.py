@@ -58,7 +58,7 @@ class Location:
         with self._fs.open_input_stream(self._path(name)) as stream:
             return bytes(stream.read())
 
-    def write_bytes(self, name: str, data: bytes) -> None:
+    def write_bytes(self, name: str, data: bytes | memoryview) -> None:
         """Write ``name`` atomically for readers, creating directories."""
         if self._object_store:
             with self._fs.open_output_stream(self._path(name)) as stream:

@@ -21,9 +21,10 @@ acknowledgements); it was never the part of a batch that needed several cores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+# pyarrow ships no type information; everything from it is Any to mypy.
+import pyarrow as pa  # type: ignore[import-untyped]
 
-from failover_client.spark._spool import Spool, SpoolBatch, SpooledMessage
+from failover_client.spark._spool import Spool, SpoolBatch
 
 __all__ = ["ids_if_whole", "slices", "write_parts"]
 
@@ -46,18 +47,18 @@ def slices(count: int, parts: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def write_parts(
-    spool: Spool, start: int, messages: Sequence[SpooledMessage], parts: int
-) -> SpoolBatch:
+def write_parts(spool: Spool, start: int, messages: pa.Table, parts: int) -> SpoolBatch:
     """Spool ``messages`` from offset ``start`` as up to ``parts`` files; the whole range.
+
+    Each file holds a slice of the one table (no copy until it is written).
 
     Each file is written atomically; a process that dies between two leaves the ones written,
     which the next driver finds as spooled and never reported, and reports as its next batch
     (``SourceDriver.latest``): nothing is lost or read twice, only the split differs.
     """
-    for begin, end in slices(len(messages), parts):
-        spool.write(start + begin, messages[begin:end])
-    return SpoolBatch(start, start + len(messages))
+    for begin, end in slices(messages.num_rows, parts):
+        spool.write(start + begin, messages.slice(begin, end - begin))
+    return SpoolBatch(start, start + messages.num_rows)
 
 
 def ids_if_whole(batch: SpoolBatch, ids: list[str] | None) -> list[str] | None:
