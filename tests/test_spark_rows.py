@@ -199,3 +199,23 @@ def test_a_table_of_another_shape_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="spool rows must have the schema"):
         spool.write(0, pa.table({"body": pa.array([b"x"])}))
     assert spool.state().batches == ()
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["1700000000123", None, "1700000000124"],  # milliseconds or none: taken as written
+        ["1700000000", "1700000000123", None],  # a second among them: the rules per row
+        [None, None],
+        ["0001700000000123"],
+    ],
+)
+def test_plain_timestamps_take_the_short_way_to_the_same_column(texts: list[str | None]) -> None:
+    messages = [
+        Delivery(str(n), headers={} if t is None else {"timestamp": t}) for n, t in enumerate(texts)
+    ]
+    table = spool_table(messages)
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [
+        timestamp_ms(t) for t in texts
+    ]
+    assert table.equals(reference(messages))
