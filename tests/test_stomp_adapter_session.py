@@ -147,11 +147,25 @@ class ScriptedTransport:
 
     # -- playing the I/O thread --
     def play(self, event: str, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
+        """One frame, as if it were one read: the real transport ends each read's frames with
+        ``on_frames_done``."""
         listener = self.listeners["failover-client"]
         if event == "disconnected":
             listener.on_disconnected()
-        else:
-            getattr(listener, f"on_{event}")(Frame(event.upper(), dict(headers or {}), body))
+            return
+        self.play_read([(event, headers, body)])
+
+    def play_read(self, frames: list[tuple[str, dict[str, str] | None, bytes]]) -> None:
+        """Several frames as one read, then the read's end (``on_frames_done``)."""
+        listener = self.listeners["failover-client"]
+        try:
+            for event, headers, body in frames:
+                frame = Frame(event.upper(), dict(headers or {}), body)
+                getattr(listener, f"on_{event}")(frame)
+        finally:
+            done = self.kwargs.get("on_frames_done")
+            if done is not None:
+                done()
 
     def bytes_in(self, data: bytes) -> None:
         self.kwargs["on_bytes"](data)

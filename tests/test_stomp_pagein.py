@@ -166,3 +166,48 @@ def test_a_lost_session_does_not_raise_into_the_io_thread() -> None:
     h.transport.write_error = OSError("connection reset")
     deliver(h, 1, start=PAGE_IN_STEP - 1)  # the wake-up's write fails: no exception here
     assert len(h.listener.messages) == PAGE_IN_STEP
+
+
+def _messages(count: int, start: int) -> list[tuple[str, dict[str, str] | None, bytes]]:
+    return [
+        (
+            "message",
+            {"destination": "/queue/q", "message-id": f"m{n}", "subscription": "s1", "ack": "a"},
+            b"x",
+        )
+        for n in range(start, start + count)
+    ]
+
+
+def test_a_read_is_counted_at_its_end_one_pair_per_step_it_crossed() -> None:
+    h, _ = connected()
+    h.transport.play_read(_messages(2 * PAGE_IN_STEP + 10, 0))
+    assert len(h.listener.messages) == 2 * PAGE_IN_STEP + 10
+    assert written_after_subscribe(h) == WAKE + WAKE
+    # The ten left over count towards the next step.
+    h.transport.play_read(_messages(PAGE_IN_STEP - 10, 2 * PAGE_IN_STEP + 10))
+    assert written_after_subscribe(h) == WAKE * 3
+
+
+def test_the_watchdog_sees_no_silence_while_a_read_is_handed_on() -> None:
+    # The dispatch bracket is one per read now: opened by its first MESSAGE, closed at its end.
+    h = Harness(heartbeat=(0, 1000))
+    h.script = lambda t: t.play("connected", {"version": "1.2", "heart-beat": "1000,0"})
+    session = h.connect()
+    beats = session.heartbeat_state
+    assert beats is not None
+    limit = beats.plan.silence_limit
+    assert limit > 0
+    seen: list[float | None] = []
+
+    def on_message(session: object, message: object) -> None:
+        seen.append(beats.poll(h.clock.monotonic() + 9 * limit).silence)
+
+    h.listener.on_message = on_message  # type: ignore[method-assign,assignment]
+    session.subscribe(
+        SubscriptionSpec(id="s1", destination="/queue/q", ack="client-individual", prefetch=10),
+        None,
+    )
+    h.transport.play_read(_messages(3, 0))
+    assert seen == [None, None, None]
+    assert beats.poll(h.clock.monotonic() + 9 * limit).silence is not None

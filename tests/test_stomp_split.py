@@ -94,3 +94,60 @@ def test_a_body_with_a_nul_waits_for_its_length() -> None:
 
 def test_an_unfinished_frame_is_left() -> None:
     assert split_frames(b"RECEIPT\n\n\x00\nMESS") == ([b"RECEIPT\n\n"], 11)
+
+
+class _Listener:
+    """A stomp.py listener that records MESSAGE ids, and raises on one it is told to."""
+
+    def __init__(self, raise_on: str | None = None) -> None:
+        self.ids: list[str] = []
+        self.raise_on = raise_on
+
+    def on_message(self, frame: Any) -> None:
+        self.ids.append(frame.headers["message-id"])
+        if frame.headers["message-id"] == self.raise_on:
+            raise RuntimeError("listener failed")
+
+
+def _reads_with_done(listener: _Listener, frames: list[bytes]) -> list[tuple[str, list[str]]]:
+    """process_frames of one read, the listener's ids and each ``on_frames_done`` in order."""
+    seen: list[tuple[str, list[str]]] = []
+    transport = BoundTransport(
+        "127.0.0.1",
+        61613,
+        deadline=0.0,
+        clock=SystemClock(),
+        ssl_context=None,
+        server_hostname=None,
+        on_bytes=lambda data: None,
+        on_bad_frame=lambda command: None,
+        on_frames_done=lambda: seen.append(("done", list(listener.ids))),
+    )
+    transport.set_listener("l", listener)
+    try:
+        transport.process_frames(frames)
+    except RuntimeError:
+        seen.append(("raised", list(listener.ids)))
+    return seen
+
+
+def _message(n: int) -> bytes:
+    return f"MESSAGE\nmessage-id:m{n}\nsubscription:s\ndestination:/queue/q\n\nx".encode()
+
+
+def test_a_read_of_several_frames_ends_with_one_frames_done() -> None:
+    # The session counts per read what it used to count per message (its watchdog's dispatch,
+    # page-in): the end of the read must come once, after every frame of it.
+    assert _reads_with_done(_Listener(), [_message(n) for n in range(3)]) == [
+        ("done", ["m0", "m1", "m2"])
+    ]
+    assert _reads_with_done(_Listener(), []) == []
+
+
+def test_frames_done_comes_even_when_a_listener_raises() -> None:
+    # A dispatch bracket left open would stop the watchdog from ever seeing silence.
+    listener = _Listener(raise_on="m1")
+    assert _reads_with_done(listener, [_message(n) for n in range(3)]) == [
+        ("done", ["m0", "m1"]),
+        ("raised", ["m0", "m1"]),
+    ]

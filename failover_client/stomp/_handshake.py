@@ -123,6 +123,7 @@ class Handshake:
             on_bad_frame=self._inbound.on_bad_frame,
             max_frame_size=self._settings.max_frame_size,
             on_frame_too_large=self._inbound.on_frame_too_large,
+            on_frames_done=self._inbound.on_frames_done,
         )
         transport.override_threading(self._start_io_thread)
         transport.set_listener("failover-client", self._inbound)

@@ -47,7 +47,16 @@ _UNKNOWN_RECEIPT_LOG_INTERVAL = 10.0
 class FrameEvents:
     """The inbound side of one session (stomp.py's I/O thread, and the watchdog)."""
 
-    __slots__ = ("_outbound", "_refused_by", "_sniff_done", "_sniffed", "_state", "_throttle")
+    __slots__ = (
+        "_delivered",
+        "_dispatching",
+        "_outbound",
+        "_refused_by",
+        "_sniff_done",
+        "_sniffed",
+        "_state",
+        "_throttle",
+    )
 
     def __init__(self, state: SessionState, outbound: Outbound) -> None:
         self._state = state
@@ -55,6 +64,10 @@ class FrameEvents:
         self._sniffed = b""
         self._sniff_done = False
         self._refused_by: BrokerRefused | None = None
+        self._dispatching = False
+        """A MESSAGE of the current read was handed on: the watchdog is told at its end."""
+        self._delivered: dict[str, int] = {}
+        """MESSAGEs of the current read per subscription id, for page-in at its end."""
         """The first ERROR that named no frame of ours and did not end the session at once
         (one inside a transaction): a close that follows was the broker refusing a frame.
         Only the I/O thread reads and writes it (ERROR and the disconnection arrive there)."""
@@ -74,18 +87,35 @@ class FrameEvents:
         except ProtocolViolation as exc:
             state.report(ProtocolViolation(str(exc), broker=state.broker))
             return
-        beats = state.heartbeat
-        if beats is not None:
-            beats.dispatch_started()
+        if not self._dispatching:
+            # Once per read, not per message (two locks and a clock read each): the read's
+            # frames are handed on one after the other, and ``on_frames_done`` ends it.
+            self._dispatching = True
+            beats = state.heartbeat
+            if beats is not None:
+                beats.dispatch_started()
+        subscription_id = message.subscription_id
+        self._delivered[subscription_id] = self._delivered.get(subscription_id, 0) + 1
         try:
             state.listener.on_message(state.session, message)
         except Exception as exc:  # noqa: BLE001 - a raising listener must not end the session
             state.report(exc)
-        finally:
+
+    def on_frames_done(self) -> None:
+        """The transport handed on every frame of one read (and called this even if one
+        raised): the watchdog's dispatch ends, page-in counts the read's deliveries."""
+        state = self._state
+        if self._dispatching:
+            self._dispatching = False
+            beats = state.heartbeat
             if beats is not None:
                 beats.dispatch_finished(state.clock.monotonic())
+        if not self._delivered:
+            return
+        delivered, self._delivered = self._delivered, {}
         try:
-            state.page_in.delivered(message.subscription_id)
+            for subscription_id, count in delivered.items():
+                state.page_in.delivered(subscription_id, count)
         except BrokerUnavailable:
             # The session is closing or lost: teardown reports that (on_lost or close()),
             # and a queue of a dead session needs no waking.

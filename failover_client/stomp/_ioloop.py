@@ -12,12 +12,17 @@ and connect conditions woken), step for step. A TLS transport keeps stomp.py's o
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from stomp import exception as stomp_exception
 from stomp import log as stomp_log
+from stomp import utils as stomp_utils
 
-__all__ = ["end_io_loop", "read_burst", "read_loop"]
+from failover_client.stomp._decode import parse_frame
+from failover_client.stomp._direct import tell_beat
+
+__all__ = ["end_io_loop", "process_frames", "read_burst", "read_loop"]
 
 
 def read_loop(transport: Any) -> None:
@@ -96,3 +101,32 @@ def read_burst(transport: Any) -> list[bytes]:
             break
     frames: list[bytes] = transport.split_chunks(chunks)
     return frames
+
+
+def process_frames(
+    transport: Any, frames: list[bytes], frames_done: Callable[[], None] | None
+) -> None:
+    """Parse ``frames`` (one read's) and hand them on, then call ``frames_done``.
+
+    stomp.py 9's ``__read_frames`` line for line, but for the parser (see ``_decode``) and
+    ``frames_done``, called once after the read's last frame even when a listener raised: the
+    session settles once per read what it used to count per message (its watchdog's dispatch,
+    page-in), which was two locks and two clock reads a message.
+    """
+    try:
+        for frame in frames:
+            if transport._BaseTransport__is_eol(frame):
+                if tell_beat(transport.listeners):  # see _direct
+                    transport._unframed = len(transport._BaseTransport__recvbuf)
+                    continue
+                parsed = stomp_utils.HEARTBEAT_FRAME
+            else:
+                parsed = parse_frame(frame)
+            if parsed is None:
+                continue
+            if transport._BaseTransport__auto_decode:
+                parsed.body = stomp_utils.decode(parsed.body)
+            transport.process_frame(parsed, frame)
+    finally:
+        if frames and frames_done is not None:
+            frames_done()

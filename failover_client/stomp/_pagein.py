@@ -171,8 +171,9 @@ class PageIn:
             if watch is not None:
                 watch.count, watch.retry, watch.pause = 0, False, None
 
-    def delivered(self, subscription_id: str) -> None:
-        """Count one message of the subscription; every :data:`PAGE_IN_STEP`, wake its queue.
+    def delivered(self, subscription_id: str, count: int = 1) -> None:
+        """Count ``count`` messages of the subscription (one read's); for every
+        :data:`PAGE_IN_STEP` crossed, wake its queue once, as if counted one at a time.
 
         A pair not written now (another thread writing) is due again at the next delivery.
         Raises what ``write`` raises (:class:`BrokerUnavailable`).
@@ -181,24 +182,23 @@ class PageIn:
             watch = self._watched.get(subscription_id)
             if watch is None:
                 return
-            watch.count += 1
+            steps, watch.count = divmod(watch.count + count, PAGE_IN_STEP)
             watch.last = self._clock.monotonic()
             watch.pause = PAUSE_FIRST
-            due = watch.retry or watch.count >= PAGE_IN_STEP
-            if due:
-                # Claimed here, under the lock: the timer never writes the same pair too.
-                watch.count, watch.retry = 0, False
+            if watch.retry and not steps:
+                steps, watch.count = 1, 0  # the late pair: the count starts again from it
+            # Claimed here, under the lock: the timer never writes the same pair too.
+            watch.retry = False
             replaced = self._check_by(watch.last + PAUSE_FIRST)
         if replaced is not None:
             replaced.cancel()  # never waits: the check that replaces it is scheduled already
-        if not due:
-            return
-        written = watch.write(_pair(subscription_id, watch.queue))  # a raise: session gone
-        with self._lock:
-            if written:
+        for _ in range(steps):
+            written = watch.write(_pair(subscription_id, watch.queue))  # a raise: session gone
+            with self._lock:
+                if not written:
+                    watch.retry = True  # one pending pair at most: a flag, not a count
+                    return
                 self.wakeups += 1
-            else:
-                watch.retry = True  # one pending pair at most: a flag, not a count
 
     def close(self) -> None:
         """The session ended: no pause writes anything from now on."""

@@ -59,9 +59,9 @@ from failover_client._clock import Clock
 from failover_client._lazy import LazyCondition
 from failover_client.net._dial import Resolver, SocketDial
 from failover_client.net._writer import FrameWriter, Item, Render, join_frames
-from failover_client.stomp._decode import parse_frame, split_frames
-from failover_client.stomp._direct import tell_beat, told_directly
-from failover_client.stomp._ioloop import read_burst, read_loop
+from failover_client.stomp._decode import split_frames
+from failover_client.stomp._direct import told_directly
+from failover_client.stomp._ioloop import process_frames, read_burst, read_loop
 from failover_client.stomp._loopread import on_reading_loop
 
 __all__ = ["BoundTransport"]
@@ -122,6 +122,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         resolver: Resolver = socket.getaddrinfo,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         on_frame_too_large: Callable[[int], None] | None = None,
+        on_frames_done: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             host_and_ports=[(host, port)],
@@ -157,6 +158,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         self._on_bad_frame = on_bad_frame
         self._max_frame = max_frame_size
         self._on_frame_too_large = on_frame_too_large
+        self._on_frames_done = on_frames_done
         self._unframed = 0
         self._recv_size = _RECV_SMALL
         """Bytes read since the last complete frame (an upper bound of the open frame's size)."""
@@ -402,20 +404,7 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
 
     def process_frames(self, frames: list[bytes]) -> None:
         """Parse and hand on frames split off the buffer (also the event loop's reader)."""
-        # stomp.py 9's __read_frames line for line, but for the parser (see _decode).
-        for frame in frames:
-            if self._BaseTransport__is_eol(frame):
-                if tell_beat(self.listeners):  # see _direct
-                    self._unframed = len(self._BaseTransport__recvbuf)
-                    continue
-                parsed = stomp_utils.HEARTBEAT_FRAME
-            else:
-                parsed = parse_frame(frame)
-            if parsed is None:
-                continue
-            if self._BaseTransport__auto_decode:
-                parsed.body = stomp_utils.decode(parsed.body)
-            self.process_frame(parsed, frame)
+        process_frames(self, frames, self._on_frames_done)
 
     def _BaseTransport__read(self) -> list[bytes]:
         return read_burst(self)  # stomp.py 9's __read, with the frame split of _decode
