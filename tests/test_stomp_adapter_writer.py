@@ -419,3 +419,32 @@ def test_a_failed_inline_write_raises_to_its_caller_and_ends_the_writer() -> Non
     assert outcome.failures == []  # the caller saw it, as with a direct write
     with pytest.raises(ConnectionError, match="no longer writable"):
         writer.put(b"b")
+
+
+def test_a_nowait_write_goes_out_at_once_without_the_writer_thread_or_waiting() -> None:
+    # The I/O thread's page-in pairs: written on the caller's thread with a non-blocking send
+    # when the writer is idle (no wake-up of its thread per pair); behind a write in progress
+    # they are queued, never waited for.
+    write = GatedWrite()
+    transport, sock = transport_with(write)
+    outcome = Outcome()
+    assert transport.start_writer(
+        on_written=outcome.on_written, on_failed=outcome.on_failed, name="w"
+    )
+    transport.send_deferred(b"PAIR-1", force=True, inline=True, nowait=True)
+    assert sock.direct == [b"PAIR-1"]
+    assert write.calls == []
+    write.gated = True
+    write.entered.clear()
+    busy = threading.Thread(target=transport.send, args=(b"frame",), name="sender")
+    busy.start()
+    assert write.entered.wait(WAIT)
+    transport.send_deferred(b"PAIR-2", force=True, inline=True, nowait=True)  # returns at once
+    assert sock.direct == [b"PAIR-1"]
+    write.release.set()
+    busy.join(WAIT)
+    assert transport.flush(WAIT)
+    assert write.calls == [b"frame", b"PAIR-2"]
+    assert write.threads == ["sender", "w"]
+    transport.abort()
+    assert transport.join_writer(WAIT)

@@ -280,7 +280,9 @@ class WriterTransport(ScriptedTransport):
     def transmit(self, frame: Any) -> None:
         self.queued.append(encode(frame.cmd, frame.headers, frame.body or b""))
 
-    def send_deferred(self, item: Any, *, force: bool = False, inline: bool = True) -> None:
+    def send_deferred(
+        self, item: Any, *, force: bool = False, inline: bool = True, nowait: bool = False
+    ) -> None:
         if self.deferred_error is not None:
             raise self.deferred_error
         self.queued.append(item)

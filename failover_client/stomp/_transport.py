@@ -303,22 +303,26 @@ class BoundTransport(Transport):  # type: ignore[misc]  # stomp.py ships no type
         else:
             super().send(encoded_frame)
 
-    def send_deferred(self, item: Item, *, force: bool = False, inline: bool = True) -> None:
+    def send_deferred(
+        self, item: Item, *, force: bool = False, inline: bool = True, nowait: bool = False
+    ) -> None:
         """Queue ``item`` for the writer, which renders it when it writes (see start_writer).
 
         ``force`` never blocks on a full buffer (for the I/O thread). ``inline`` says the
         caller waits for the broker's answer to ``item`` before it writes more (a confirmed
         send that is the only one outstanding): it is written on the caller's thread whenever
         the writer is idle with nothing queued (``urgent`` in :meth:`FrameWriter.put`);
-        ``inline=False`` never writes on the caller's thread. An encoded frame (``bytes``)
-        may come this way too. Raises ConnectionError when there is no writer or it has failed.
+        ``inline=False`` never writes on the caller's thread. ``nowait``: such a write never
+        waits for the socket either (what it could not write, the writer thread does; always
+        so on the event loop that reads this socket). An encoded frame (``bytes``) may come
+        this way too. Raises ConnectionError when there is no writer or it has failed.
         """
         writer = self._writer
         if writer is None:
             raise ConnectionError("no writer thread: deferred frames need a plain TCP socket")
         if isinstance(item, bytes) and stomp_log.isEnabledFor(stomp_log.DEBUG):
             stomp_log.debug("sending frame: %s", stomp_utils.clean_lines(item))
-        nowait = on_reading_loop(self.io_thread)
+        nowait = nowait or on_reading_loop(self.io_thread)
         writer.put(item, force=force, inline=inline, urgent=inline, nowait=nowait)
 
     def flush(self, timeout: float) -> bool:
