@@ -95,7 +95,12 @@ class Rig:
     connector: FakeConnector
     events: EventRecorder
 
-    def failovers(self) -> int:
+    def failovers(self, expected: int | None = None) -> int:
+        """The losses recorded so far; with ``expected``, once that many were (the recorder
+        gets events from the dispatch thread, the last loss's possibly after the event a test
+        waited for; fails if fewer come within the recorder's timeout)."""
+        if expected is not None:
+            self.events.wait_for(Disconnected, count=expected)
         return len(self.events.of_type(Disconnected))
 
 
@@ -163,7 +168,7 @@ def test_a_poison_behind_unconfirmed_sends_is_found_by_replaying_them_one_at_a_t
             poison.result(SAFETY)
         assert [f.result(SAFETY) for f in before + after] == [None] * 20
         rig.events.wait_for(PoisonQuarantined)
-        assert rig.failovers() == POISON_LOSSES
+        assert rig.failovers(POISON_LOSSES) == POISON_LOSSES
         # The second session got the first loss's messages alone, in order, up to the poison.
         second = rig.connector.sessions[1]
         assert [m.body for m in second.sent] == [f"m{i}".encode() for i in range(10)] + [POISON]
@@ -175,7 +180,7 @@ def test_a_blocking_poison_send_raises_send_rejected_with_the_last_cause():
             rig.conn.send("/queue/q", POISON)
         assert "frame refused" in str(caught.value)
         rig.events.wait_for(PoisonQuarantined)  # listeners hear events on the dispatch thread
-        assert rig.failovers() == POISON_LOSSES
+        assert rig.failovers(POISON_LOSSES) == POISON_LOSSES
         rig.conn.send("/queue/q", b"ok")
 
 
@@ -264,7 +269,7 @@ def test_a_broker_that_crashes_on_a_frame_without_a_word_quarantines_it_later():
         with pytest.raises(SendRejected, match=f"after {CRASH_LOSSES} connection losses"):
             rig.conn.send("/queue/q", POISON)
         assert rig.events.wait_for(PoisonQuarantined).losses == CRASH_LOSSES
-        assert rig.failovers() == CRASH_LOSSES
+        assert rig.failovers(CRASH_LOSSES) == CRASH_LOSSES
         rig.conn.send("/queue/q", b"ok")
 
 
@@ -281,12 +286,12 @@ def test_a_poison_subscription_is_refused_after_two_losses_and_the_rest_carries_
         assert (event.subscription_id, event.destination) == (bad.id, POISON_DESTINATION)
         assert isinstance(bad.error, SubscriptionRefused)
         assert isinstance(bad.error.__cause__, BrokerRefused)
-        assert rig.failovers() == POISON_LOSSES
+        assert rig.failovers(POISON_LOSSES) == POISON_LOSSES
         good.wait_active(SAFETY)  # restored on the session that is now current
         current = rig.connector.sessions[-1]
         assert set(current.subscriptions) == {good.id}
         rig.conn.send("/queue/q", b"later")
-        assert rig.failovers() == POISON_LOSSES
+        assert rig.failovers(POISON_LOSSES) == POISON_LOSSES
         assert "refused" in repr(bad)
 
 
@@ -298,7 +303,7 @@ def test_a_poison_subscription_whose_first_error_was_lost_still_costs_two_failov
         with pytest.raises(SubscriptionRefused, match="after 2 connection losses"):
             bad.wait_active(SAFETY)
         rig.events.wait_for(SubscriptionFailed)  # events come on the dispatch thread, in order
-        assert rig.failovers() == POISON_LOSSES
+        assert rig.failovers(POISON_LOSSES) == POISON_LOSSES
 
 
 def test_the_outbox_lists_what_a_session_holds_and_what_it_still_needs():

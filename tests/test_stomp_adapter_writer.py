@@ -438,13 +438,13 @@ def test_a_nowait_write_goes_out_at_once_without_the_writer_thread_or_waiting() 
     write.entered.clear()
     busy = threading.Thread(target=transport.send, args=(b"frame",), name="sender")
     busy.start()
-    assert write.entered.wait(WAIT)
+    assert write.entered.wait(WAIT)  # a blocking write is in progress (on either thread)
     transport.send_deferred(b"PAIR-2", force=True, inline=True, nowait=True)  # returns at once
     assert sock.direct == [b"PAIR-1"]
     write.release.set()
     busy.join(WAIT)
     assert transport.flush(WAIT)
     assert write.calls == [b"frame", b"PAIR-2"]
-    assert write.threads == ["sender", "w"]
+    assert write.threads[1] == "w"  # ("frame" went inline or through the writer: timing's call)
     transport.abort()
     assert transport.join_writer(WAIT)
