@@ -81,6 +81,8 @@ def test_the_table_is_the_one_the_per_message_path_built() -> None:
     table = spool_table(messages)
     assert table.schema.equals(MESSAGE_SCHEMA)
     assert table.equals(reference(messages))
+    # The driver passes the ids the ledger read: the same table.
+    assert spool_table(messages, [m.message_id for m in messages]).equals(table)
 
 
 def test_a_delivery_becomes_a_spool_row_without_its_delivery_headers() -> None:

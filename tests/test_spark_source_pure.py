@@ -227,6 +227,7 @@ def test_one_id_twice_in_a_take_is_spooled_once_and_acknowledged_twice() -> None
     both = deliveries("a", "a")
     admission = ledger.admit(both)
     assert (admission.fresh, admission.copies) == ([both[0]], [both[1]])
+    assert admission.fresh_ids == ["a"]
     ledger.spooled(1, admission)
     assert ledger.commit(1) == both
 
@@ -234,7 +235,8 @@ def test_one_id_twice_in_a_take_is_spooled_once_and_acknowledged_twice() -> None
 def test_messages_without_an_id_are_always_fresh() -> None:
     ledger: AckLedger[Delivery] = AckLedger()
     ledger.spooled(1, ledger.admit(deliveries(None)))
-    assert len(ledger.admit(deliveries(None)).fresh) == 1
+    admission = ledger.admit(deliveries(None))
+    assert (len(admission.fresh), admission.fresh_ids) == (1, [None])
 
 
 def test_restored_ids_catch_redeliveries_after_a_restart() -> None:

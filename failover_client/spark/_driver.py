@@ -347,7 +347,7 @@ class SourceDriver:
             )
         if not admission.fresh:
             return len(deliveries)
-        rows = spool_table(admission.fresh)
+        rows = spool_table(admission.fresh, admission.fresh_ids)
         timer.lap("rows")
         batch = write_parts(self.spool, self._position, rows, self._options.num_partitions)
         timer.lap("spool")

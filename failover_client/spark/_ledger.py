@@ -40,6 +40,8 @@ class Admission(Generic[D]):
 
     fresh: list[D] = field(default_factory=list)
     """To spool in the coming batch, in arrival order."""
+    fresh_ids: list[str | None] = field(default_factory=list)
+    """The ids of ``fresh``, in the same order (read once: an id is a property call)."""
     copies: list[D] = field(default_factory=list)
     """Second copies of fresh ones (one id twice in a row): acknowledged with the coming batch."""
     ack_now: list[D] = field(default_factory=list)
@@ -94,6 +96,7 @@ class AckLedger(Generic[D]):
             message_id = delivery.message_id
             if message_id is None:
                 admission.fresh.append(delivery)
+                admission.fresh_ids.append(None)
                 continue
             if message_id in fresh_ids:
                 admission.copies.append(delivery)
@@ -102,6 +105,7 @@ class AckLedger(Generic[D]):
             if end is None:
                 fresh_ids.add(message_id)
                 admission.fresh.append(delivery)
+                admission.fresh_ids.append(message_id)
             elif end <= self._committed:
                 admission.ack_now.append(delivery)
             else:
@@ -114,7 +118,7 @@ class AckLedger(Generic[D]):
         waiting = [*admission.fresh, *admission.copies]
         if waiting:
             self._pending.setdefault(end, []).extend(waiting)
-        self._remember(end, [d.message_id for d in admission.fresh if d.message_id is not None])
+        self._remember(end, [i for i in admission.fresh_ids if i is not None])
 
     def commit(self, end: int) -> list[D]:
         """Spark committed every offset below ``end``: the deliveries to acknowledge now."""

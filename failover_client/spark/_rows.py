@@ -63,12 +63,12 @@ class Delivered(Protocol):
     def session(self) -> object: ...
 
 
-def spool_table(messages: Sequence[Delivered]) -> pa.Table:
+def spool_table(messages: Sequence[Delivered], ids: Sequence[str | None] | None = None) -> pa.Table:
     """``messages`` as rows of :data:`~failover_client.spark._spool.MESSAGE_SCHEMA`.
 
     Their headers without :data:`PER_DELIVERY_HEADERS`; ``timestamp`` from the ``timestamp``
     header (:func:`timestamp_ms`); ``broker`` the (redacted) address of the session that
-    delivered each.
+    delivered each. ``ids``: their ``message_id`` s, when the caller read them already.
     """
     # One list per attribute: a comprehension of one attribute is the cheapest pass over
     # Python objects there is (cheaper than one loop appending to six lists, or a transpose).
@@ -80,7 +80,7 @@ def spool_table(messages: Sequence[Delivered]) -> pa.Table:
         pa.array([r.body for r in received], type=pa.binary()),
         headers,
         pa.array([r.destination for r in received], type=pa.string()),
-        pa.array([m.message_id for m in messages], type=pa.string()),
+        pa.array([m.message_id for m in messages] if ids is None else ids, type=pa.string()),
         _timestamps(stamps),
         pa.array([r.redelivered for r in received], type=pa.bool_()),
         _brokers([m.session for m in messages]),
