@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import cast
 
 import pytest
-from test_manager_support import A, Rig, in_thread, make, running
+from test_manager_support import A, B, Rig, in_thread, make, running
 
-from failover_client._events import HandlerError, MessagesReleased
+from failover_client._events import DrainStarted, HandlerError, MessagesReleased
 from failover_client.engine._consumers import TAKE_MAX
 from failover_client.engine._inbox import Inbox
 from failover_client.engine._subscriptions import Message, Subscription
@@ -164,6 +164,39 @@ def test_a_handler_raising_mid_batch_rejects_that_message_and_the_batch_goes_on(
         assert str(error.error) == "three"
         inbox = subscription.inbox
         assert (inbox.handled, inbox.running, inbox.buffered, inbox.in_flight) == (6, 0, 0, 0)
+
+
+def test_a_session_being_left_is_not_held_by_the_next_sessions_handler_in_its_batch() -> None:
+    # Priority backup: on b while a refuses, then back to a, draining b meanwhile (both
+    # sessions deliver to the subscription).
+    rig = make((A, B), autojump=False, priority_backup=True, drain_quiet=30.0)
+    rig.connector.behave(A, "refuse")
+    sessions: dict[bytes, object] = {}
+    held: list[bool] = []
+
+    def check(message: Message) -> None:
+        sessions.setdefault(message.body[:1], message.session)
+        if message.body == b"a1":  # b's messages before it in the batch were handled
+            held.append(box[0].inbox.holds(sessions[b"b"]))
+
+    box: list[Subscription] = []
+    handler = _Gates(b"b0", also=check)
+    box.append(rig.conn.subscribe("/queue/in", handler, id="s1"))
+    with running(rig):
+        assert rig.clock.wait_for_waiters(1, timed=True)
+        rig.connector.behave(A, "accept")
+        rig.clock.advance(rig.clock.deadlines()[0] - rig.clock.monotonic())
+        rig.events.wait_for(DrainStarted)
+        old, new = rig.connector.session(B), rig.connector.session(A)
+        old.deliver("s1", b"b0")
+        assert handler.started[b"b0"].wait(5)
+        old.deliver("s1", b"b1")
+        old.deliver("s1", b"b2")
+        new.deliver("s1", b"a1")
+        handler.gates[b"b0"].set()
+        assert _until(lambda: len(held) == 1)
+        assert handler.handled == [b"b0", b"b1", b"b2", b"a1"]
+        assert held == [False]  # b's run was finished before a's message started
 
 
 # --- the inbox's side -------------------------------------------------------------------------
