@@ -65,15 +65,16 @@ def batched(subscription: Subscription) -> bool:
     return subscription.ack == "auto" and subscription.spec.ack == "client"
 
 
-def may_wait(message: Message) -> bool:
+def may_wait(message: Message, unfinished: int = 0) -> bool:
     """Whether the acknowledgement of ``message``, just handled, may wait for a later one: more
     of its session is buffered, or nothing is (the worker writes it after ``ACK_LINGER``); not
-    when other sessions' messages are next, nor on a session that stopped consuming it."""
+    when other sessions' messages are next, nor on a session that stopped consuming it.
+    ``unfinished``: its session's messages handled before it and not finished yet."""
     slot, subscription = message.session, message.subscription
     if isinstance(slot, Slot) and slot.releases(subscription.id):
         return False
     inbox = subscription.inbox
-    return inbox.more_from(slot) or inbox.idle()
+    return inbox.more_from(slot, unfinished) or inbox.idle()
 
 
 class AutoAcks:

@@ -14,6 +14,13 @@ running, or taken by the application and not acknowledged): ``in_flight`` and th
 check read that count. In ``client`` mode an acknowledgement is cumulative on the wire (it
 settles every earlier message of the subscription on that session), and the count follows it.
 
+A handler worker takes what is buffered in batches (:meth:`Inbox.take_batch`: one lock for up
+to a bound of messages, not one per message) and finishes a run of handled messages together
+(:meth:`Inbox.finish_all`). The batch stays the inbox's until the worker starts each message
+(:meth:`Inbox.next_taken`): a stop puts what the worker did not start back at the front of the
+buffer, in order, so it is handed back as the buffered ones are, never acknowledged unhandled.
+Until then those messages count as buffered, not as running.
+
 Waits: the worker waits without a deadline (it ends when the inbox stops: close, drain,
 unsubscribe), ``receive(timeout)`` waits on the connection's clock.
 """
@@ -44,10 +51,13 @@ class Inbox:
         self._lock = threading.Lock()
         self._waiters: set[threading.Event] = set()
         self._items: collections.deque[Message] = collections.deque()
+        self._batch: collections.deque[Message] = collections.deque()
+        """Taken by the worker (:meth:`take_batch`), not started yet, oldest first."""
         self._unsettled: dict[object, dict[Message, None]] = {}
         """Per delivering session (its slot), the messages not settled yet, oldest first."""
         self._warned: set[object] = set()
         self._running = 0
+        """Taken and not finished, the worker's batch included (``running`` leaves it out)."""
         self._holding: dict[object, int] = {}
         """Per delivering session, its messages buffered or taken and not finished (what a
         session being left waits for before it closes)."""
@@ -87,29 +97,71 @@ class Inbox:
 
         None when stopped, or on timeout. The taker calls :meth:`finish` once it handled it.
         """
-        deadline = None if timeout is None else self._clock.monotonic() + timeout
         with self._lock:
-            while True:
-                if not self._taking:
-                    return None
-                if self._items:
-                    self._running += 1
-                    message = self._items.popleft()
-                    break
-                remaining = None if deadline is None else deadline - self._clock.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                event = threading.Event()
-                self._waiters.add(event)
-                self._lock.release()
-                try:
-                    # Ends: put() and stop() set every waiter; else the deadline (clock time).
-                    self._clock.wait(event, remaining)
-                finally:
-                    self._lock.acquire()
-                    self._waiters.discard(event)
+            if not self._wait_locked(timeout):
+                return None
+            self._running += 1
+            message = self._items.popleft()
         self._changed()
         return message
+
+    def take_batch(self, timeout: float | None, limit: int) -> bool:
+        """Take up to ``limit`` buffered messages at once, waiting as :meth:`take` does.
+
+        False when stopped, or on timeout. The worker starts them one by one with
+        :meth:`next_taken` and finishes them (:meth:`finish_all`, :meth:`finish`).
+        """
+        with self._lock:
+            if not self._wait_locked(timeout):
+                return False
+            items = self._items
+            count = min(limit, len(items))
+            if count == len(items):
+                self._batch.extend(items)
+                items.clear()
+            else:
+                for _ in range(count):
+                    self._batch.append(items.popleft())
+            self._running += count
+        # No ``changed``: what a stop or a session being left waits for (buffered or running
+        # messages, the ones held per session) is the same before and after.
+        return True
+
+    def next_taken(self) -> Message | None:
+        """The next message of the batch, now running; None once the batch is over or the
+        inbox stopped (:meth:`stop` put the rest back in the buffer)."""
+        # Without the lock, once per message: the flag is read atomically, and the batch is a
+        # deque that only this (the worker's) thread pops from the left and a stop from the
+        # right, one message at a time, so each goes to exactly one of them. A message started
+        # just as the inbox stops is a message taken just before it stopped.
+        if not self._taking:
+            return None
+        try:
+            return self._batch.popleft()
+        except IndexError:
+            return None
+
+    def _wait_locked(self, timeout: float | None) -> bool:
+        """Wait (lock held, released while waiting) until something is buffered: False if
+        stopped or on ``timeout`` (None: until stopped)."""
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        while True:
+            if not self._taking:
+                return False
+            if self._items:
+                return True
+            remaining = None if deadline is None else deadline - self._clock.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            event = threading.Event()
+            self._waiters.add(event)
+            self._lock.release()
+            try:
+                # Ends: put() and stop() set every waiter; else the deadline (clock time).
+                self._clock.wait(event, remaining)
+            finally:
+                self._lock.acquire()
+                self._waiters.discard(event)
 
     def finish(self, message: Message, *, handled: bool = True) -> None:
         """A taken message was handled (whatever its outcome), or handed back unhandled."""
@@ -118,6 +170,16 @@ class Inbox:
             self._unhold_locked(message.session)
             if handled:
                 self.handled += 1
+        self._changed()
+
+    def finish_all(self, messages: list[Message]) -> None:
+        """Taken messages of one session were all handled (one lock, one ``changed``)."""
+        if not messages:
+            return
+        with self._lock:
+            self._running -= len(messages)
+            self._unhold_locked(messages[0].session, len(messages))
+            self.handled += len(messages)
         self._changed()
 
     def settled(self, message: Message, *, cumulative: bool) -> None:
@@ -148,6 +210,7 @@ class Inbox:
         """Stop taking (the worker ends, ``receive`` returns None); deliveries are still kept."""
         with self._lock:
             self._taking = False
+            self._put_back_locked()
             self._wake_locked()
         self._changed()
 
@@ -156,6 +219,7 @@ class Inbox:
         with self._lock:
             self._open = False
             self._taking = False
+            self._put_back_locked()
             left = list(self._items)
             self._items.clear()
             for message in left:
@@ -169,8 +233,20 @@ class Inbox:
         with self._lock:
             self._taking = True
 
-    def _unhold_locked(self, slot: object) -> None:
-        count = self._holding.get(slot, 0) - 1
+    def _put_back_locked(self) -> None:
+        """The worker's batch, not started, back at the front of the buffer, in order."""
+        moved = 0
+        while True:
+            try:
+                message = self._batch.pop()  # the newest first: its worker pops the oldest
+            except IndexError:
+                break
+            self._items.appendleft(message)
+            moved += 1
+        self._running -= moved
+
+    def _unhold_locked(self, slot: object, finished: int = 1) -> None:
+        count = self._holding.get(slot, 0) - finished
         if count > 0:
             self._holding[slot] = count
         else:
@@ -178,16 +254,17 @@ class Inbox:
 
     # --- what the connection reads -----------------------------------------------------------
 
-    def more_from(self, slot: object) -> bool:
-        """Whether another message of ``slot`` waits besides the one being handled."""
+    def more_from(self, slot: object, unfinished: int = 0) -> bool:
+        """Whether another message of ``slot`` waits besides the one being handled and the
+        ``unfinished`` ones of ``slot`` handled before it (a run :meth:`finish_all` ends)."""
         # Read without the lock (once per message handled): a dict lookup is atomic, and the
         # answer may change right after it with or without the lock.
-        return self._holding.get(slot, 0) > 1
+        return self._holding.get(slot, 0) - unfinished > 1
 
     def idle(self) -> bool:
         """Whether nothing is buffered (the message being handled, if any, was the last)."""
         # Read without the lock, as ``more_from``: ``len`` of a deque is atomic.
-        return not self._items
+        return not self._items and not self._batch
 
     def holds(self, slot: object) -> bool:
         """Whether a message of session ``slot`` is buffered here or still being handled."""
@@ -196,13 +273,15 @@ class Inbox:
 
     @property
     def buffered(self) -> int:
+        """Messages not started: in the buffer or in the worker's batch."""
         with self._lock:
-            return len(self._items)
+            return len(self._items) + len(self._batch)
 
     @property
     def running(self) -> int:
+        """Messages started and not finished (being handled, or handled in a run not ended)."""
         with self._lock:
-            return self._running
+            return self._running - len(self._batch)
 
     @property
     def in_flight(self) -> int:
