@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given
@@ -41,7 +42,9 @@ class _Stomp(BaseTransport):  # type: ignore[misc]
 
 
 class _Ours(BoundTransport):
-    def __init__(self, chunks: list[bytes]) -> None:
+    def __init__(
+        self, chunks: list[bytes], on_frames_done: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(
             "127.0.0.1",
             61613,
@@ -51,6 +54,7 @@ class _Ours(BoundTransport):
             server_hostname=None,
             on_bytes=lambda data: None,
             on_bad_frame=lambda command: None,
+            on_frames_done=on_frames_done,
         )
         self.running = True
         self.blocking = True
@@ -112,17 +116,7 @@ class _Listener:
 def _reads_with_done(listener: _Listener, frames: list[bytes]) -> list[tuple[str, list[str]]]:
     """process_frames of one read, the listener's ids and each ``on_frames_done`` in order."""
     seen: list[tuple[str, list[str]]] = []
-    transport = BoundTransport(
-        "127.0.0.1",
-        61613,
-        deadline=0.0,
-        clock=SystemClock(),
-        ssl_context=None,
-        server_hostname=None,
-        on_bytes=lambda data: None,
-        on_bad_frame=lambda command: None,
-        on_frames_done=lambda: seen.append(("done", list(listener.ids))),
-    )
+    transport = _Ours([], on_frames_done=lambda: seen.append(("done", list(listener.ids))))
     transport.set_listener("l", listener)
     try:
         transport.process_frames(frames)
