@@ -64,13 +64,13 @@ class FrameEvents:
         self._sniffed = b""
         self._sniff_done = False
         self._refused_by: BrokerRefused | None = None
+        """The first ERROR that named no frame of ours and did not end the session at once
+        (one inside a transaction): a close that follows was the broker refusing a frame.
+        Only the I/O thread reads and writes it (ERROR and the disconnection arrive there)."""
         self._dispatching = False
         """A MESSAGE of the current read was handed on: the watchdog is told at its end."""
         self._delivered: dict[str, int] = {}
         """MESSAGEs of the current read per subscription id, for page-in at its end."""
-        """The first ERROR that named no frame of ours and did not end the session at once
-        (one inside a transaction): a close that follows was the broker refusing a frame.
-        Only the I/O thread reads and writes it (ERROR and the disconnection arrive there)."""
         self._throttle = LogThrottle(
             _log, interval=_UNKNOWN_RECEIPT_LOG_INTERVAL, clock=state.clock.monotonic
         )
