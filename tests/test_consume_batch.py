@@ -8,7 +8,6 @@ order like the buffered ones, never acknowledged unhandled.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import cast
 
@@ -22,13 +21,20 @@ from failover_client.engine._subscriptions import Message, Subscription
 from failover_client.testing import FakeClock
 
 
-def _until(predicate: Callable[[], bool]) -> bool:
-    """Poll ``predicate`` (what it reads changes on other threads) for up to 5 s real time."""
-    deadline = time.monotonic() + 5.0
-    while not predicate():
-        if time.monotonic() > deadline:
+def _stopped(inbox: Inbox) -> bool:
+    """Wait (5 s at most) until ``inbox`` stops taking: woken by each change it reports."""
+    changed = threading.Event()
+    report = inbox._changed
+
+    def spy() -> None:
+        report()
+        changed.set()
+
+    inbox._changed = spy
+    while inbox.taking:
+        if not changed.wait(5):
             return False
-        time.sleep(0.001)
+        changed.clear()
     return True
 
 
@@ -86,7 +92,7 @@ def test_a_stop_during_a_batch_hands_back_what_was_not_started_in_order(
         # "1" runs; "2" to "9" were taken with it in one batch and count as buffered.
         assert (inbox.running, inbox.buffered, len(inbox._batch)) == (1, 8, 8)
         stopping = in_thread(rig, lambda: stop(rig, subscription))
-        assert _until(lambda: not inbox.taking)
+        assert _stopped(inbox)
         assert (inbox.running, inbox.buffered, len(inbox._batch)) == (1, 8, 0)
         handler.gates[b"1"].set()
         assert stopping.done.wait(5)
@@ -111,7 +117,7 @@ def test_its_own_unsubscribe_mid_batch_hands_back_the_rest_in_order_after_its_ac
         box.append(_one_batch(rig, handler, 10, prefetch=20))
         session = rig.connector.session(A)
         handler.gates[b"0"].set()
-        assert _until(lambda: len(session.releases) == 8)
+        assert rig.connector.wait_until(lambda: len(session.releases) == 8)
         assert handler.handled == [b"0", b"1"]
         assert [m.body for m in session.acks] == [b"1"]
         assert [m.body for m in session.releases] == [b"%d" % n for n in range(2, 10)]
@@ -131,7 +137,7 @@ def test_messages_keep_their_order_across_batches_and_acks_their_windows() -> No
         box.append(_one_batch(rig, handler, 200, prefetch=500))
         session = rig.connector.session(A)
         handler.gates[b"0"].set()
-        assert _until(lambda: len(session.acks) == 2)
+        assert rig.connector.wait_until(lambda: len(session.acks) == 2)
         assert handler.handled == [b"%d" % n for n in range(200)]
         # "0" alone, then the 199 buffered meanwhile in batches of at most TAKE_MAX.
         sizes = [1] + [TAKE_MAX] * (199 // TAKE_MAX) + [199 % TAKE_MAX]
@@ -156,7 +162,7 @@ def test_a_handler_raising_mid_batch_rejects_that_message_and_the_batch_goes_on(
         handler.gates[b"0"].set()
         # "2" is acknowledged before "3" is rejected (a NACK is cumulative in client mode),
         # "5" once the buffer stayed empty.
-        assert _until(lambda: len(session.acks) == 2)
+        assert rig.connector.wait_until(lambda: len(session.acks) == 2)
         assert handler.handled == [b"0", b"1", b"2", b"3", b"4", b"5"]
         assert [m.body for m in session.nacks] == [b"3"]
         assert [m.body for m in session.acks] == [b"2", b"5"]
@@ -173,11 +179,13 @@ def test_a_session_being_left_is_not_held_by_the_next_sessions_handler_in_its_ba
     rig.connector.behave(A, "refuse")
     sessions: dict[bytes, object] = {}
     held: list[bool] = []
+    checked = threading.Event()
 
     def check(message: Message) -> None:
         sessions.setdefault(message.body[:1], message.session)
         if message.body == b"a1":  # b's messages before it in the batch were handled
             held.append(box[0].inbox.holds(sessions[b"b"]))
+            checked.set()
 
     box: list[Subscription] = []
     handler = _Gates(b"b0", also=check)
@@ -194,7 +202,7 @@ def test_a_session_being_left_is_not_held_by_the_next_sessions_handler_in_its_ba
         old.deliver("s1", b"b2")
         new.deliver("s1", b"a1")
         handler.gates[b"b0"].set()
-        assert _until(lambda: len(held) == 1)
+        assert checked.wait(5)
         assert handler.handled == [b"b0", b"b1", b"b2", b"a1"]
         assert held == [False]  # b's run was finished before a's message started
 
